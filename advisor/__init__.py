@@ -1,0 +1,1 @@
+"""Performance models, revocation-risk model, recommendation engine."""

@@ -1,0 +1,1 @@
+"""Providers (local, gcp, aws) behind one interface, and the instance and price catalog."""

@@ -1,0 +1,157 @@
+"""The one interface every provider (local, gcp, aws) implements.
+
+A *cluster* is the set of nodes of one trial; its name is derived from the sweep and trial
+ids, and every resource a provider creates carries both as labels/tags so that `cleanup`
+finds what a crash left behind. Every call is idempotent: launching a cluster that already
+exists returns its nodes, terminating a node that is gone does nothing. SDK clients are
+passed to the constructor, never created at import.
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, ClassVar
+
+# Label keys; GCP allows lowercase letters, digits, '-' and '_' in keys and values.
+SWEEP_LABEL = "gpuadvisor-sweep"
+TRIAL_LABEL = "gpuadvisor-trial"
+NODE_LABEL = "gpuadvisor-node"
+
+# Optional features a provider may declare unsupported.
+FEATURE_SPOT = "spot"  # launch spot / preemptible nodes
+FEATURE_INJECT_REVOCATION = "inject_revocation"  # Provider.revoke
+FEATURE_REVOCATION_NOTICE = "revocation_notice"  # nodes get a warning before they go
+FEATURE_GPU = "gpu"
+
+
+def label_value(text: str) -> str:
+    """A string made safe as a label value on every provider (GCP is the strictest)."""
+    value = re.sub(r"[^a-z0-9_-]", "-", text.lower())[:63]
+    return value or "-"
+
+
+def cluster_name(sweep: str, trial: str) -> str:
+    return label_value(f"{sweep}-{trial}")
+
+
+class ProviderError(Exception):
+    """A provider call that failed for a reason the user can act on; the message says how."""
+
+
+class CapacityError(ProviderError):
+    """No capacity for the request in any zone tried (stock-out)."""
+
+
+class QuotaError(ProviderError):
+    """The account's quota does not allow the request."""
+
+
+class CredentialsError(ProviderError):
+    """No usable credentials were found."""
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What to launch for one trial."""
+
+    sweep: str
+    trial: str
+    nodes: int
+    instance_type: str
+    region: str | None = None
+    zones: tuple[str, ...] = ()  # tried in order on stock-outs; empty = provider default
+    gpu_type: str | None = None
+    gpus_per_node: int = 0
+    spot: bool = False
+    image: str | None = None
+    max_run_seconds: int = 3600  # dead-man switch: the node deletes itself after this
+    # Everything the node agent needs (trial config, sink URL, rendezvous); JSON-serialisable.
+    agent_config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cluster(self) -> str:
+        return cluster_name(self.sweep, self.trial)
+
+    def labels(self, node: int | None = None) -> dict[str, str]:
+        labels = {SWEEP_LABEL: label_value(self.sweep), TRIAL_LABEL: label_value(self.trial)}
+        if node is not None:
+            labels[NODE_LABEL] = str(node)
+        return labels
+
+
+class NodeState(str, Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    TERMINATED = "terminated"
+    PREEMPTED = "preempted"
+
+
+@dataclass
+class Node:
+    provider: str
+    cluster: str
+    index: int  # 0 is the rendezvous host
+    id: str  # instance id, instance name, or process-group id
+    region: str | None = None
+    zone: str | None = None
+    internal_address: str | None = None
+    spot: bool = False
+    launched_at: float | None = None  # time.time() when the launch request was sent
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProviderEvent:
+    node_id: str
+    kind: str  # notice | preempted | terminated | running
+    at: float  # time.time()
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    """One request a launch would send, for `--dry-run`."""
+
+    provider: str
+    action: str  # e.g. "compute.instances.insert", "ec2.RunInstances", "spawn"
+    body: dict[str, Any]
+
+
+class Provider(abc.ABC):
+    name: ClassVar[str]
+    unsupported: ClassVar[frozenset[str]] = frozenset()
+
+    def supports(self, feature: str) -> bool:
+        return feature not in self.unsupported
+
+    @abc.abstractmethod
+    def plan(self, spec: ClusterSpec) -> list[PlannedRequest]:
+        """The requests `launch(spec)` would send; sends nothing."""
+
+    @abc.abstractmethod
+    def launch(self, spec: ClusterSpec) -> list[Node]:
+        """Start the cluster's nodes (or return them if they exist already)."""
+
+    @abc.abstractmethod
+    def list(self, cluster: str) -> dict[str, NodeState]:
+        """State of every node of the cluster, by node id."""
+
+    @abc.abstractmethod
+    def terminate(self, nodes: list[Node]) -> None:
+        """Stop and delete the nodes; nodes already gone are ignored."""
+
+    @abc.abstractmethod
+    def poll_events(self, cluster: str) -> list[ProviderEvent]:
+        """Events since the last poll (revocation notices and preemptions included)."""
+
+    @abc.abstractmethod
+    def leftovers(self, older_than_s: float | None = None) -> list[Node]:
+        """Nodes carrying this project's labels, for `profiler cleanup`."""
+
+    def revoke(self, node: Node) -> None:
+        """Revoke a node as the provider would (kill, preempt, simulate maintenance)."""
+        raise ProviderError(f"the {self.name} provider cannot inject a revocation")

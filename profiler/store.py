@@ -1,0 +1,336 @@
+"""The measurement store: append-only SQLite shared by the profiler and the advisor.
+
+Every row carries what is needed to interpret it later (provider, region, instance type,
+price at the time, spot flag, software versions, source). Rows are never updated or
+deleted: triggers refuse it. Several sweeps may write at once: WAL journal, a busy timeout
+and one `BEGIN IMMEDIATE` transaction per write keep every row.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+# Column name -> SQL type, per table. The order is the order of export.
+TRIAL_COLUMNS: dict[str, str] = {
+    "trial_key": "TEXT NOT NULL",  # identity of a trial within its sweep, for resume
+    "sweep": "TEXT",
+    "status": "TEXT NOT NULL",  # finished | failed | interrupted
+    "error": "TEXT",
+    "recorded_at": "TEXT NOT NULL",
+    "source": "TEXT NOT NULL",  # local | gcp | aws | import:cmdare | published
+    "provider": "TEXT",
+    "region": "TEXT",
+    "zone": "TEXT",
+    "instance_type": "TEXT",
+    "gpu_type": "TEXT",  # NULL for CPU-only nodes
+    "gpus_per_node": "INTEGER",
+    "nodes": "INTEGER",
+    "sync": "TEXT",  # allreduce | ps
+    "ps_count": "INTEGER",
+    "spot": "INTEGER",
+    "price_per_node_hour": "REAL",  # USD at the time of the trial
+    "model": "TEXT",
+    "batch_per_gpu": "INTEGER",  # per worker process (per GPU, or per CPU process)
+    "precision": "TEXT",  # fp32 | amp | bf16 | tf32
+    "image_size": "INTEGER",
+    "seq_len": "INTEGER",
+    "throughput": "REAL",  # samples/s of the whole cluster
+    "throughput_lo": "REAL",  # 95% interval of the throughput estimate
+    "throughput_hi": "REAL",
+    "step_time_mean": "REAL",  # seconds
+    "step_time_median": "REAL",
+    "step_time_p95": "REAL",
+    "steps_measured": "INTEGER",
+    "warmup_steps": "INTEGER",
+    "stable": "INTEGER",  # 1 when the interval met the tolerance before the time limit
+    "peak_memory_bytes": "INTEGER",
+    "time_to_first_step": "REAL",  # seconds from process start to the first finished step
+    "checkpoint_save_s": "REAL",
+    "checkpoint_restore_s": "REAL",
+    "checkpoint_bytes": "INTEGER",
+    "software": "TEXT",  # JSON: python, torch, cuda, nccl, project versions
+    "extra": "TEXT",  # JSON: anything else worth keeping
+}
+
+REVOCATION_COLUMNS: dict[str, str] = {
+    "trial_id": "INTEGER NOT NULL REFERENCES trials(id)",
+    "node": "INTEGER",
+    "cause": "TEXT",  # sigkill | preemption | maintenance | interruption
+    "at_seconds": "REAL",  # since trial start
+    "notice_s": "REAL",  # warning given before the node went (30 s GCP, 120 s AWS, 0 local)
+    "detect_s": "REAL",  # revocation -> survivors noticed
+    "rendezvous_s": "REAL",  # revocation -> new rendezvous complete
+    "restore_s": "REAL",  # checkpoint restore duration
+    "first_step_after_s": "REAL",  # revocation -> first finished step after
+    "steps_lost": "INTEGER",  # steps redone since the last checkpoint
+    "replacement_ready_s": "REAL",  # revocation -> replacement node training
+    "source": "TEXT NOT NULL",
+    "extra": "TEXT",
+}
+
+STARTUP_COLUMNS: dict[str, str] = {
+    "trial_id": "INTEGER REFERENCES trials(id)",
+    "node": "INTEGER",
+    "provider": "TEXT",
+    "region": "TEXT",
+    "zone": "TEXT",
+    "instance_type": "TEXT",
+    "gpu_type": "TEXT",
+    "spot": "INTEGER",
+    "provisioning_s": "REAL",  # request -> resources allocated
+    "staging_s": "REAL",  # allocated -> running
+    "booting_s": "REAL",  # running -> node agent up
+    "first_step_s": "REAL",  # node agent up -> first training step
+    "recorded_at": "TEXT",
+    "source": "TEXT NOT NULL",
+    "extra": "TEXT",
+}
+
+CHECKPOINT_COLUMNS: dict[str, str] = {
+    "trial_id": "INTEGER REFERENCES trials(id)",
+    "model": "TEXT",
+    "params": "INTEGER",
+    "bytes": "INTEGER",
+    "target": "TEXT",  # local | bucket
+    "save_s": "REAL",
+    "restore_s": "REAL",
+    "recorded_at": "TEXT",
+    "source": "TEXT NOT NULL",
+    "extra": "TEXT",
+}
+
+# Features of models that are not in the zoo (imported data sets bring their own).
+MODEL_COLUMNS: dict[str, str] = {
+    "model": "TEXT NOT NULL",
+    "params": "INTEGER",
+    "flops_per_sample": "REAL",  # forward + backward
+    "gradient_bytes": "INTEGER",
+    "activation_bytes": "REAL",  # per sample
+    "recorded_at": "TEXT",
+    "source": "TEXT NOT NULL",
+    "extra": "TEXT",
+}
+
+# Observed lifetimes of spot / preemptible nodes, for the survival model.
+LIFETIME_COLUMNS: dict[str, str] = {
+    "provider": "TEXT",
+    "region": "TEXT",
+    "gpu_type": "TEXT",
+    "spot": "INTEGER",
+    "lifetime_s": "REAL",
+    "revoked": "INTEGER",  # 0 = censored (the node was still alive when observation ended)
+    "recorded_at": "TEXT",
+    "source": "TEXT NOT NULL",
+    "extra": "TEXT",
+}
+
+TABLES: dict[str, dict[str, str]] = {
+    "trials": TRIAL_COLUMNS,
+    "revocations": REVOCATION_COLUMNS,
+    "startups": STARTUP_COLUMNS,
+    "checkpoints": CHECKPOINT_COLUMNS,
+    "models": MODEL_COLUMNS,
+    "lifetimes": LIFETIME_COLUMNS,
+}
+
+JSON_COLUMNS = {"software", "extra"}
+
+
+def _create_table(name: str, columns: Mapping[str, str]) -> str:
+    body = ",\n  ".join(f"{col} {typ}" for col, typ in columns.items())
+    return f"CREATE TABLE {name} (\n  id INTEGER PRIMARY KEY AUTOINCREMENT,\n  {body}\n);"
+
+
+def _append_only(name: str) -> str:
+    return "\n".join(
+        f"CREATE TRIGGER {name}_no_{op.lower()} BEFORE {op} ON {name} "
+        f"BEGIN SELECT RAISE(ABORT, 'the measurement store is append-only'); END;"
+        for op in ("UPDATE", "DELETE")
+    )
+
+
+# Migration N brings a store from schema version N-1 to N. Append, never edit.
+MIGRATIONS: list[str] = [
+    "\n".join(
+        [_create_table(name, cols) + "\n" + _append_only(name) for name, cols in TABLES.items()]
+        + [
+            "CREATE INDEX trials_by_key ON trials(sweep, trial_key, status);",
+            "CREATE INDEX revocations_by_trial ON revocations(trial_id);",
+        ]
+    ),
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class StoreError(Exception):
+    """A store that cannot be opened or written; the message names the fix."""
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class Store:
+    """An open measurement store. Use as a context manager or call `close()`."""
+
+    def __init__(self, path: str | Path, *, timeout_s: float = 60.0):
+        self.path = Path(path)
+        if self.path.is_dir():
+            raise StoreError(f"{self.path} is a directory; give a file path such as runs.db")
+        try:
+            self._db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"{self.path} is not a measurement store ({exc}); give another --store path"
+            ) from None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def _write(self):
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self._write() as db:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} has schema version {version}, newer than this program's "
+                    f"{SCHEMA_VERSION}; upgrade the package"
+                )
+            for number in range(version, SCHEMA_VERSION):
+                for statement in _statements(MIGRATIONS[number]):
+                    db.execute(statement)
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    @property
+    def schema_version(self) -> int:
+        return self._db.execute("PRAGMA user_version").fetchone()[0]
+
+    # -- writing -------------------------------------------------------------------------
+
+    def add_trial(
+        self,
+        trial: Mapping[str, Any],
+        *,
+        revocations: Iterable[Mapping[str, Any]] = (),
+        startups: Iterable[Mapping[str, Any]] = (),
+        checkpoints: Iterable[Mapping[str, Any]] = (),
+    ) -> int:
+        """Append one trial and its child rows in one transaction; returns the trial id."""
+        with self._write() as db:
+            trial_id = _insert(db, "trials", {"recorded_at": now_iso(), **trial})
+            for table, rows in (
+                ("revocations", revocations),
+                ("startups", startups),
+                ("checkpoints", checkpoints),
+            ):
+                for row in rows:
+                    _insert(db, table, {"source": trial.get("source"), **row, "trial_id": trial_id})
+        return trial_id
+
+    def add_rows(self, table: str, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Append many rows to one table in one transaction; returns how many."""
+        count = 0
+        with self._write() as db:
+            for row in rows:
+                _insert(db, table, row)
+                count += 1
+        return count
+
+    # -- reading -------------------------------------------------------------------------
+
+    def rows(self, table: str, where: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """All rows of a table (optionally filtered by equality), JSON columns decoded."""
+        _check_table(table)
+        where = dict(where or {})
+        for col in where:
+            _check_column(table, col)
+        clause = " AND ".join(f"{col} = ?" for col in where)
+        sql = f"SELECT * FROM {table}" + (f" WHERE {clause}" if clause else "") + " ORDER BY id"
+        return [_decode(row) for row in self._db.execute(sql, list(where.values()))]
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        return [_decode(row) for row in self._db.execute(sql, params)]
+
+    def finished_trial_keys(self, sweep: str) -> set[str]:
+        """Keys of the trials of a sweep that finished, so a re-run can skip them."""
+        rows = self._db.execute(
+            "SELECT DISTINCT trial_key FROM trials WHERE sweep = ? AND status = 'finished'",
+            (sweep,),
+        )
+        return {row[0] for row in rows}
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration script into statements (triggers contain inner semicolons)."""
+    out, current = [], ""
+    for line in script.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            out.append(current.strip())
+            current = ""
+    return [s for s in out if s]
+
+
+def _check_table(table: str) -> None:
+    if table not in TABLES:
+        raise StoreError(f"unknown table {table!r}; tables are {', '.join(TABLES)}")
+
+
+def _check_column(table: str, column: str) -> None:
+    if column not in TABLES[table] and column != "id":
+        raise StoreError(
+            f"unknown column {column!r} for {table}; columns are {', '.join(TABLES[table])}"
+        )
+
+
+def _insert(db: sqlite3.Connection, table: str, row: Mapping[str, Any]) -> int:
+    _check_table(table)
+    values = {}
+    for col, value in row.items():
+        _check_column(table, col)
+        if col in JSON_COLUMNS and value is not None and not isinstance(value, str):
+            value = json.dumps(value, sort_keys=True)
+        elif isinstance(value, bool):
+            value = int(value)
+        values[col] = value
+    cols = ", ".join(values)
+    marks = ", ".join("?" for _ in values)
+    cursor = db.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", list(values.values()))
+    return int(cursor.lastrowid)
+
+
+def _decode(row: sqlite3.Row) -> dict[str, Any]:
+    out = dict(row)
+    for col in JSON_COLUMNS & out.keys():
+        if isinstance(out[col], str):
+            try:
+                out[col] = json.loads(out[col])
+            except json.JSONDecodeError:
+                pass
+    return out
