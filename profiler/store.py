@@ -165,6 +165,26 @@ MIGRATIONS: list[str] = [
         ]
     ),
 ]
+
+# Accuracy against training step, e.g. CM-DARE's runs where the chief worker is revoked at
+# `revoked_at_step` and rejoins (event 'chief_rejoin'), and their baselines (event 'baseline').
+ACCURACY_COLUMNS: dict[str, str] = {
+    "run": "TEXT NOT NULL",  # one curve = all rows of one run
+    "event": "TEXT",  # baseline | chief_rejoin
+    "revoked_at_step": "INTEGER",
+    "step": "INTEGER",
+    "wall_time": "REAL",  # unix seconds
+    "accuracy": "REAL",  # evaluation accuracy, 0..1
+    "model": "TEXT",
+    "gpu_type": "TEXT",
+    "recorded_at": "TEXT",
+    "source": "TEXT NOT NULL",
+    "extra": "TEXT",
+}
+TABLES["accuracy_curves"] = ACCURACY_COLUMNS
+MIGRATIONS.append(
+    _create_table("accuracy_curves", ACCURACY_COLUMNS) + "\n" + _append_only("accuracy_curves")
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -261,6 +281,18 @@ class Store:
                 _insert(db, table, row)
                 count += 1
         return count
+
+    def add_many(self, rows_by_table: Mapping[str, Iterable[Mapping[str, Any]]]) -> dict[str, int]:
+        """Append rows to several tables in one transaction (an import lands whole or not at
+        all); returns how many rows per table."""
+        counts = {}
+        with self._write() as db:
+            for table, rows in rows_by_table.items():
+                counts[table] = 0
+                for row in rows:
+                    _insert(db, table, row)
+                    counts[table] += 1
+        return counts
 
     # -- reading -------------------------------------------------------------------------
 
