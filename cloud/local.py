@@ -1,0 +1,288 @@
+"""The local provider: a node is a process session on this machine running the same node
+agent a VM would run, so start-up, revocation and recovery are measured the same way.
+
+Every process of a node carries the node's labels in its environment (torchrun starts its
+workers in sessions of their own, so the environment, not the process group, is what finds
+them all). A state directory (one JSON file per live node) lets `leftovers` and `terminate`
+work from another process after a crash. A revocation is a SIGKILL of every process of the
+node at once, as a VM that vanishes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from cloud.provider import (
+    FEATURE_GPU,
+    FEATURE_REVOCATION_NOTICE,
+    FEATURE_SPOT,
+    ClusterSpec,
+    Node,
+    NodeState,
+    PlannedRequest,
+    Provider,
+    ProviderError,
+    ProviderEvent,
+)
+
+DEFAULT_STATE_DIR = Path.home() / ".cache" / "gpu-advisor" / "local"
+NODE_ID_ENV = "GPUADVISOR_NODE_ID"
+AGENT_COMMAND = (sys.executable, "-m", "profiler.agent")
+
+
+class LocalProvider(Provider):
+    name = "local"
+    unsupported = frozenset({FEATURE_SPOT, FEATURE_REVOCATION_NOTICE})
+
+    def __init__(
+        self,
+        state_dir: str | Path | None = None,
+        agent_command: tuple[str, ...] | list[str] = AGENT_COMMAND,
+        term_grace_s: float = 10.0,
+    ):
+        self.state_dir = Path(
+            state_dir or os.environ.get("GPUADVISOR_LOCAL_STATE") or DEFAULT_STATE_DIR
+        )
+        self.agent_command = list(agent_command)
+        self.term_grace_s = term_grace_s
+        if not (Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi")):
+            self.unsupported = self.unsupported | {FEATURE_GPU}
+        self._children: dict[int, subprocess.Popen] = {}  # pid -> our Popen, to reap it
+        self._reported: set[str] = set()  # node ids whose end poll_events already reported
+        self._pending: dict[str, list[ProviderEvent]] = {}  # cluster -> events not yet polled
+
+    # -- the interface ---------------------------------------------------------------------
+
+    def plan(self, spec: ClusterSpec) -> list[PlannedRequest]:
+        self._check_features(spec)
+        cluster_dir = self.state_dir / spec.cluster
+        return [
+            PlannedRequest(self.name, "spawn", {
+                "node": index,
+                "command": self._command(cluster_dir, index),
+                "env": self._env(spec, index, f"{spec.cluster}-n{index}-<launch time in ms>"),
+                "config": self._agent_config(spec, index, "127.0.0.1:<free port>"),
+            })
+            for index in range(spec.nodes)
+        ]
+
+    def launch(self, spec: ClusterSpec) -> list[Node]:
+        """Start every node of the cluster that is not running; running ones are kept."""
+        self._check_features(spec)
+        cluster_dir = self.state_dir / spec.cluster
+        (cluster_dir / "logs").mkdir(parents=True, exist_ok=True)
+        endpoint = f"127.0.0.1:{self._cluster_port(cluster_dir)}"
+        nodes = []
+        for index in range(spec.nodes):
+            record = _read_json(cluster_dir / f"node-{index}.json")
+            if record is None or not self._alive(record):
+                if record is not None:
+                    self._pending.setdefault(spec.cluster, []).extend(self._end_events([record]))
+                record = self._spawn(spec, index, endpoint)
+            nodes.append(_node(record))
+        return nodes
+
+    def list(self, cluster: str) -> dict[str, NodeState]:
+        states = {}
+        for record in self._records(cluster):
+            if self._alive(record):
+                states[record["id"]] = NodeState.RUNNING
+            elif record.get("revoked_at"):
+                states[record["id"]] = NodeState.PREEMPTED
+            else:
+                states[record["id"]] = NodeState.TERMINATED
+        return states
+
+    def terminate(self, nodes: list[Node]) -> None:
+        """SIGTERM every process of the nodes, SIGKILL what is left after the grace period."""
+        import psutil
+
+        procs = [p for node in nodes for p in self._processes(node.id)]
+        for proc in procs:
+            _signal(proc, signal.SIGTERM)
+        _, alive = psutil.wait_procs(procs, timeout=self.term_grace_s)
+        for proc in alive:
+            _signal(proc, signal.SIGKILL)
+        psutil.wait_procs(alive, timeout=5)
+        self._reap()
+        for node in nodes:
+            path = self.state_dir / node.cluster / f"node-{node.index}.json"
+            record = _read_json(path)
+            if record is not None and record["id"] == node.id:
+                path.unlink(missing_ok=True)
+
+    def poll_events(self, cluster: str) -> list[ProviderEvent]:
+        dead = [r for r in self._records(cluster) if not self._alive(r)]
+        return self._pending.pop(cluster, []) + self._end_events(dead)
+
+    def leftovers(self, older_than_s: float | None = None) -> list[Node]:
+        now = time.time()
+        found = []
+        for path in sorted(self.state_dir.glob("*/node-*.json")):
+            record = _read_json(path)
+            if record is None:
+                continue
+            if older_than_s is None or now - record["launched_at"] >= older_than_s:
+                found.append(_node(record))
+        return found
+
+    def revoke(self, node: Node) -> None:
+        """SIGKILL every process of the node at once: the node vanishes as a revoked VM does."""
+        import psutil
+
+        path = self.state_dir / node.cluster / f"node-{node.index}.json"
+        record = _read_json(path)
+        if record is None or record["id"] != node.id:
+            raise ProviderError(f"node {node.id} is not running; nothing to revoke")
+        record["revoked_at"] = time.time()
+        _write_json(path, record)
+        procs = self._processes(node.id)
+        for proc in procs:
+            _signal(proc, signal.SIGKILL)
+        psutil.wait_procs(procs, timeout=5)
+        self._reap()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _check_features(self, spec: ClusterSpec) -> None:
+        if spec.spot and not self.supports(FEATURE_SPOT):
+            raise ProviderError("the local provider has no spot market; set spot: false, or "
+                                "use revocation: in the spec to revoke nodes")
+        if spec.gpus_per_node and not self.supports(FEATURE_GPU):
+            raise ProviderError("this machine has no NVIDIA GPU; set gpus_per_node: 0")
+
+    def _command(self, cluster_dir: Path, index: int) -> list[str]:
+        return [*self.agent_command, "--config", str(cluster_dir / f"agent-{index}.json")]
+
+    def _env(self, spec: ClusterSpec, index: int, node_id: str) -> dict[str, str]:
+        labels = {f"GPUADVISOR_{k.split('-', 1)[1].upper()}": v
+                  for k, v in spec.labels(index).items()}
+        return {**labels, NODE_ID_ENV: node_id}
+
+    def _agent_config(self, spec: ClusterSpec, index: int, endpoint: str) -> dict[str, Any]:
+        return {**spec.agent_config, "cluster": spec.cluster, "node": index,
+                "nodes": spec.nodes, "rdzv_endpoint": endpoint}
+
+    def _cluster_port(self, cluster_dir: Path) -> int:
+        """The cluster's rendezvous port on 127.0.0.1, chosen free once and then kept."""
+        path = cluster_dir / "cluster.json"
+        cluster = _read_json(path)
+        if cluster is None:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                cluster = {"port": sock.getsockname()[1]}
+            _write_json(path, cluster)
+        return cluster["port"]
+
+    def _spawn(self, spec: ClusterSpec, index: int, endpoint: str) -> dict[str, Any]:
+        import psutil
+
+        cluster_dir = self.state_dir / spec.cluster
+        launched_at = time.time()
+        config = {**self._agent_config(spec, index, endpoint), "launched_at": launched_at}
+        _write_json(cluster_dir / f"agent-{index}.json", config)
+        log = open(cluster_dir / "logs" / f"node-{index}-{int(launched_at * 1000)}.log", "wb")
+        with log:
+            node_id = f"{spec.cluster}-n{index}-{int(launched_at * 1000)}"
+            env = {**os.environ, **self._env(spec, index, node_id)}
+            proc = subprocess.Popen(self._command(cluster_dir, index), env=env, stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+        self._children[proc.pid] = proc
+        record = {
+            "id": node_id, "cluster": spec.cluster, "index": index, "pid": proc.pid,
+            "create_time": psutil.Process(proc.pid).create_time(), "launched_at": launched_at,
+            "labels": spec.labels(index), "log": log.name,
+        }
+        _write_json(cluster_dir / f"node-{index}.json", record)
+        return record
+
+    def _records(self, cluster: str) -> list[dict[str, Any]]:
+        paths = sorted((self.state_dir / cluster).glob("node-*.json"))
+        return [r for r in map(_read_json, paths) if r is not None]
+
+    def _alive(self, record: dict[str, Any]) -> bool:
+        """Whether the node's agent (the process the node was launched as) still runs."""
+        import psutil
+
+        child = self._children.get(record["pid"])
+        if child is not None and child.poll() is not None:
+            return False
+        try:
+            proc = psutil.Process(record["pid"])
+            return (abs(proc.create_time() - record["create_time"]) < 0.01
+                    and proc.status() != psutil.STATUS_ZOMBIE)
+        except psutil.NoSuchProcess:
+            return False
+
+    def _processes(self, node_id: str) -> list:
+        """Every live process whose environment marks it as part of the node."""
+        import psutil
+
+        found = []
+        for proc in psutil.process_iter():
+            try:
+                if proc.environ().get(NODE_ID_ENV) == node_id:
+                    found.append(proc)
+            except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+                continue
+        return found
+
+    def _reap(self) -> None:
+        for pid, child in list(self._children.items()):
+            if child.poll() is not None:
+                del self._children[pid]
+
+    def _end_events(self, records: list[dict[str, Any]]) -> list[ProviderEvent]:
+        events = []
+        for record in records:
+            if record["id"] in self._reported:
+                continue
+            self._reported.add(record["id"])
+            child = self._children.get(record["pid"])
+            detail = {"node": record["index"],
+                      "exit_code": child.poll() if child is not None else None}
+            if record.get("revoked_at"):
+                events.append(ProviderEvent(record["id"], "preempted", record["revoked_at"],
+                                            {**detail, "cause": "sigkill"}))
+            else:
+                events.append(ProviderEvent(record["id"], "terminated", time.time(), detail))
+        return events
+
+
+def _node(record: dict[str, Any]) -> Node:
+    return Node(provider="local", cluster=record["cluster"], index=record["index"],
+                id=record["id"], internal_address="127.0.0.1",
+                launched_at=record["launched_at"], labels=record["labels"])
+
+
+def _signal(proc, sig: int) -> None:
+    import psutil
+
+    try:
+        proc.send_signal(sig)
+    except psutil.NoSuchProcess:
+        pass
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write atomically, so a reader in another process never sees half a file."""
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)

@@ -1,0 +1,270 @@
+"""The sweep spec (YAML) and its expansion into a grid of trials.
+
+A spec names the models, cluster sizes, instance types, batch sizes and precisions to
+measure; every list expands into the grid, and each trial gets a stable key (a hash of its
+parameters) so that re-running the same spec skips the trials already finished.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import itertools
+import json
+import math
+import random
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from cloud.registry import PROVIDERS
+
+Precision = Literal["fp32", "amp", "bf16", "tf32"]
+SINK_SCHEMES = ("file://", "gs://", "s3://")
+LOCAL_INSTANCE_TYPE = "local-cpu"
+
+
+class SpecError(ValueError):
+    """A spec that cannot be used; one line per problem, each naming the field and the fix."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Lifetime(_Strict):
+    """A node's lifetime drawn from a distribution, as a spot market would end it."""
+
+    distribution: Literal["exponential", "weibull"]
+    mean_seconds: float = Field(gt=0)
+    shape: float = Field(default=1.0, gt=0)  # Weibull shape; 1 is the exponential
+
+    @model_validator(mode="after")
+    def _exponential_has_shape_one(self) -> Lifetime:
+        if self.distribution == "exponential" and self.shape != 1.0:
+            raise ValueError("an exponential lifetime has shape 1; use distribution: weibull")
+        return self
+
+    def sample(self, rng: random.Random) -> float:
+        scale = self.mean_seconds / math.gamma(1.0 + 1.0 / self.shape)
+        return rng.weibullvariate(scale, self.shape)
+
+
+class Revocation(_Strict):
+    """Which node to revoke and when, in seconds after the cluster's first training step."""
+
+    node: int = Field(ge=1, description="node 0 hosts the rendezvous, so revoke 1 or higher")
+    at_seconds: float | None = Field(default=None, gt=0)
+    lifetime: Lifetime | None = None
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _one_time_source(self) -> Revocation:
+        if (self.at_seconds is None) == (self.lifetime is None):
+            raise ValueError("give exactly one of at_seconds or lifetime")
+        return self
+
+
+class SweepSpec(_Strict):
+    name: str
+    provider: str = "local"
+    models: list[str] = Field(min_length=1)
+    nodes: list[int] = Field(default=[1], min_length=1)
+    batch_size: list[int] = Field(default=[32], min_length=1)  # per worker process
+    precision: list[Precision] = Field(default=["fp32"], min_length=1)
+    image_size: int | None = Field(default=None, ge=8)
+    seq_len: int | None = Field(default=None, ge=8)
+    max_seconds: float = Field(default=120, gt=0)  # measuring time limit per trial
+    tolerance: float = Field(default=0.05, gt=0, lt=1)  # 95% interval half-width / mean
+    checkpoint_every: int | None = Field(default=None, ge=1)  # steps
+    revocation: Revocation | None = None
+    region: str | None = None
+    zones: list[str] = []
+    instance_types: list[str] = []
+    gpus_per_node: int = Field(default=0, ge=0)
+    nproc_per_node: int = Field(default=1, ge=1)
+    spot: bool = False
+    startup_timeout: float = Field(default=300, gt=0)  # s a node may take to train
+    results: str | None = None  # sink URL for the records
+    max_cost: float | None = Field(default=None, ge=0)  # USD for the whole sweep
+    image: str | None = None
+
+    @field_validator("models", "nodes", "batch_size", "precision", "zones", "instance_types",
+                     mode="before")
+    @classmethod
+    def _scalar_to_list(cls, value: Any) -> Any:
+        return value if isinstance(value, list) else [value]
+
+    @field_validator("name")
+    @classmethod
+    def _label_safe(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,39}", value):
+            raise ValueError("use 1-40 lowercase letters, digits, '-' or '_' (it labels cloud VMs)")
+        return value
+
+    @field_validator("nodes", "batch_size")
+    @classmethod
+    def _positive(cls, values: list[int]) -> list[int]:
+        if any(v < 1 for v in values):
+            raise ValueError("every value must be 1 or more")
+        return values
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, value: str) -> str:
+        if value not in PROVIDERS:
+            raise ValueError(f"unknown provider {value!r}; allowed: {', '.join(PROVIDERS)}")
+        return value
+
+    @field_validator("results")
+    @classmethod
+    def _sink_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(SINK_SCHEMES):
+            raise ValueError(f"a sink URL starts with {', '.join(SINK_SCHEMES)}")
+        return value
+
+    @model_validator(mode="after")
+    def _cloud_needs_instance_types(self) -> SweepSpec:
+        if self.provider != "local" and not self.instance_types:
+            raise ValueError(f"the {self.provider} provider needs instance_types: [...]")
+        if self.revocation and self.revocation.node >= max(self.nodes):
+            raise ValueError(
+                f"revocation.node {self.revocation.node} does not exist in clusters of at most "
+                f"{max(self.nodes)} nodes (nodes are numbered from 0)"
+            )
+        return self
+
+    def trials(self) -> list[Trial]:
+        """The grid: one trial per combination of the spec's lists, in a stable order."""
+        instance_types = self.instance_types or [LOCAL_INSTANCE_TYPE]
+        grid = itertools.product(
+            self.models, self.nodes, instance_types, self.batch_size, self.precision
+        )
+        return [self._trial(*combo) for combo in grid]
+
+    def _trial(self, model: str, nodes: int, instance_type: str, batch: int,
+               precision: str) -> Trial:
+        params = {
+            "provider": self.provider, "region": self.region, "instance_type": instance_type,
+            "gpus_per_node": self.gpus_per_node, "nproc_per_node": self.nproc_per_node,
+            "spot": self.spot, "nodes": nodes, "model": model, "batch_size": batch,
+            "precision": precision, "image_size": self.image_size, "seq_len": self.seq_len,
+            "max_seconds": self.max_seconds, "tolerance": self.tolerance,
+            "checkpoint_every": self.checkpoint_every,
+        }
+        revocation = self.revocation if self.revocation and self.revocation.node < nodes else None
+        if revocation:
+            params["revocation"] = revocation.model_dump()
+        key = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
+        revoke_at = None
+        if revocation:
+            revoke_at = revocation.at_seconds or revocation.lifetime.sample(
+                random.Random(f"{revocation.seed}:{key}")
+            )
+        return Trial(
+            sweep=self.name, key=key, model=model, nodes=nodes, instance_type=instance_type,
+            batch_size=batch, precision=precision, image_size=self.image_size,
+            seq_len=self.seq_len, gpus_per_node=self.gpus_per_node,
+            nproc_per_node=self.nproc_per_node, spot=self.spot, region=self.region,
+            zones=tuple(self.zones), max_seconds=self.max_seconds, tolerance=self.tolerance,
+            checkpoint_every=self.checkpoint_every, startup_timeout=self.startup_timeout,
+            image=self.image, revoke_node=revocation.node if revocation else None,
+            revoke_at=revoke_at,
+        )
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One cell of the grid: a cluster shape and a workload, measured once."""
+
+    sweep: str
+    key: str
+    model: str
+    nodes: int
+    instance_type: str
+    batch_size: int
+    precision: str
+    image_size: int | None
+    seq_len: int | None
+    gpus_per_node: int
+    nproc_per_node: int
+    spot: bool
+    region: str | None
+    zones: tuple[str, ...]
+    max_seconds: float
+    tolerance: float
+    checkpoint_every: int | None
+    startup_timeout: float
+    image: str | None
+    revoke_node: int | None  # None: no revocation in this trial
+    revoke_at: float | None  # seconds after the cluster's first step
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> SweepSpec:
+    """Read and validate a spec file; `overrides` (from flags) replace its keys."""
+    import yaml
+
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such spec file; see specs/smoke.yaml for an example") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise SpecError(f"{path} is not valid YAML{where}; fix the syntax") from None
+    if not isinstance(raw, dict):
+        raise SpecError(f"{path}: a spec is a YAML mapping (name: ..., models: [...], ...)")
+    raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return parse_spec(raw, source=str(path))
+
+
+def parse_spec(raw: dict[str, Any], source: str = "spec") -> SweepSpec:
+    try:
+        spec = SweepSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecError("\n".join(_problem(source, err) for err in exc.errors())) from None
+    problems = [f"{source}: models: {problem}" for problem in _unknown_models(spec.models)]
+    if problems:
+        raise SpecError("\n".join(problems))
+    return spec
+
+
+def _problem(source: str, err: dict[str, Any]) -> str:
+    loc = ".".join(str(part) for part in err["loc"])
+    if err["type"] == "extra_forbidden":
+        parent, key = err["loc"][:-1], str(err["loc"][-1])
+        allowed = _fields_at(parent)
+        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.5)
+        hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(allowed)}"
+        return f"{source}: unknown key {loc!r}; {hint}"
+    message = err["msg"].removeprefix("Value error, ")
+    return f"{source}: {loc or 'spec'}: {message}"
+
+
+def _fields_at(loc: tuple) -> list[str]:
+    model: type[BaseModel] = SweepSpec
+    for part in loc:
+        annotation = model.model_fields[str(part)].annotation
+        model = next(a for a in getattr(annotation, "__args__", (annotation,))
+                     if isinstance(a, type) and issubclass(a, BaseModel))
+    return list(model.model_fields)
+
+
+def _unknown_models(names: list[str]) -> list[str]:
+    """The zoo's message (with the closest names) for each model it does not know."""
+    from profiler.zoo import UnknownModelError, resolve
+
+    problems = []
+    for name in names:
+        try:
+            resolve(name)
+        except UnknownModelError as exc:
+            problems.append(str(exc))
+    return problems
