@@ -1,1 +1,148 @@
-"""Filled in by its owner."""
+"""`advisor data import ...`: bring measurements made elsewhere into a measurement store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from advisor.cli.app import app
+from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail, warn
+
+data_app = typer.Typer(help="Measurement data: import CM-DARE's data, exchange files and "
+                       "published figures into a store.", no_args_is_help=True)
+import_app = typer.Typer(help="Import data into a measurement store (idempotent: importing "
+                         "the same data twice adds nothing).", no_args_is_help=True)
+data_app.add_typer(import_app, name="import")
+app.add_typer(data_app, name="data")
+
+STORE_OPTION = typer.Option(..., "--store", help="measurement store (SQLite file; created "
+                            "when absent)", dir_okay=False)
+FORMAT_OPTION = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP)
+
+
+def _open(store: Path):
+    from profiler.store import Store, StoreError
+
+    try:
+        return Store(store)
+    except StoreError as exc:
+        fail(str(exc))
+
+
+def _report(result, store: Path, fmt: Format) -> None:
+    for reason in result.skipped:
+        warn(f"skipped {reason}")
+    if fmt is Format.json:
+        emit_json({"source": result.source, "fingerprint": result.fingerprint,
+                   "already_imported": result.already_imported, "rows": result.rows,
+                   "skipped": result.skipped, "store": str(store)})
+        return
+    if result.already_imported:
+        typer.echo(f"already imported (fingerprint {result.fingerprint}) into {store}; "
+                   "nothing added")
+        return
+    rows = [{"table": table, "rows added": count} for table, count in result.rows.items()]
+    emit(rows, ["table", "rows added"], fmt,
+         title=f"{result.source} -> {store} (fingerprint {result.fingerprint})")
+
+
+@import_app.command("cmdare")
+def import_cmdare(
+    path: Path = typer.Argument(..., help="CM-DARE's data/processed_data folder (or a "
+                                "clone of cake-lab/CM-DARE)"),
+    store: Path = STORE_OPTION,
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """Import CM-DARE's processed measurements (ICDCS 2020) into a store.
+
+    Reads speeds of 1-8 workers with 1-2 parameter servers (K80/P100/V100), model features,
+    checkpoint times, VM start-up times and chief-rejoin accuracy curves.
+
+    Each speed series becomes one trial: warm-up skipped, median, 2.5-97.5% spread.
+
+    Throughput = global steps/s x 128 (T2T's per-worker batch; async PS global steps).
+
+    Examples:
+
+        advisor data import cmdare ~/CM-DARE/data/processed_data --store m.db
+
+        advisor data import cmdare ../shared/reference/cmdare --store m.db --format json
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from advisor.importers import ImportDataError
+    from advisor.importers import cmdare
+
+    with _open(store) as db:
+        try:
+            root = cmdare.find_root(path)
+            total = len(cmdare.plan(root))
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          console=Console(stderr=True), transient=True) as bar:
+                task = bar.add_task("reading CM-DARE files", total=total)
+                result = cmdare.import_cmdare(root, db, progress=lambda _: bar.advance(task))
+        except ImportDataError as exc:
+            fail(str(exc))
+    _report(result, store, fmt)
+
+
+@import_app.command("runs")
+def import_runs(
+    file: Path = typer.Argument(..., help="JSON written by `profiler runs --format json`"),
+    store: Path = STORE_OPTION,
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """Import trials from the exchange JSON of `profiler runs --format json`.
+
+    Brings their revocations, start-ups and checkpoints too; trials already in the store
+    are skipped.
+
+    Examples:
+
+        profiler runs --store cloud.db --format json > sweep.json
+
+        advisor data import runs sweep.json --store m.db
+
+        advisor data import runs datasets/measurements/local_sweep.json --store m.db
+    """
+    from advisor.importers import ImportDataError
+    from advisor.importers.runs import import_runs as run_import
+
+    with _open(store) as db:
+        try:
+            result = run_import(file, db)
+        except ImportDataError as exc:
+            fail(str(exc))
+    _report(result, store, fmt)
+
+
+@import_app.command("published")
+def import_published(
+    file: Path = typer.Argument(None, help="CSV in the form of "
+                                "datasets/published_throughput.csv (default: that file)"),
+    store: Path = STORE_OPTION,
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """Import published throughput figures as trials with source 'published'.
+
+    NVIDIA DeepLearningExamples figures (optimised NGC containers, DALI, one DGX node): a
+    prior for modern GPUs, not measurements of your workload.
+
+    Examples:
+
+        advisor data import published --store m.db
+
+        advisor data import published my_figures.csv --store m.db --format json
+    """
+    from advisor.importers import ImportDataError
+    from advisor.importers.published import DEFAULT_FILE
+    from advisor.importers.published import import_published as published_import
+
+    with _open(store) as db:
+        try:
+            result = published_import(db, file or DEFAULT_FILE)
+        except ImportDataError as exc:
+            fail(str(exc))
+    _report(result, store, fmt)

@@ -1,0 +1,97 @@
+"""Import published throughput figures (datasets/published_throughput.csv) as trials with
+source 'published'.
+
+These are NVIDIA's figures for optimised NGC containers with DALI input pipelines on one DGX
+node: a prior and a cross-check for modern GPUs, not measurements of this project's workload.
+What lands in `trials`: model (zoo name where one exists), gpu_type (catalog name),
+nodes 1, gpus_per_node = num_gpus, sync 'allreduce', precision, batch_per_gpu, image_size /
+seq_len, throughput (samples/s: img/s or seq/s; tok/s for transformer_big, see
+`extra.unit`), software {'container': ...}; `extra`: citation, unit, in_zoo, notes,
+model_as_published, gpu_as_published, tokens_per_gpu_batch, import_fingerprint.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from advisor.importers import ImportDataError, ImportResult, already_imported, fingerprint
+from cloud.gpus import DATASETS, gpu_spec
+from profiler.store import Store
+
+SOURCE = "published"
+DEFAULT_FILE = DATASETS / "published_throughput.csv"
+COLUMNS = ("model", "model_as_published", "in_zoo", "framework", "gpu", "gpu_as_published",
+           "num_gpus", "precision", "batch_per_gpu", "tokens_per_gpu_batch", "image_size",
+           "seq_len", "throughput", "unit", "software", "as_of", "source", "notes")
+
+
+def _int(value: str) -> int | None:
+    return int(value) if value else None
+
+
+def trial_row(row: dict[str, str]) -> dict[str, Any]:
+    gpu = gpu_spec(row["gpu"]).gpu  # KeyError names the known GPUs
+    return {
+        "trial_key": f"published:{row['model']}/{row['gpu_as_published']}/"
+                     f"{row['num_gpus']}x/{row['precision']}",
+        "sweep": "published",
+        "status": "finished",
+        "recorded_at": row["as_of"],
+        "source": SOURCE,
+        "gpu_type": gpu,
+        "gpus_per_node": int(row["num_gpus"]),
+        "nodes": 1,
+        "sync": "allreduce",
+        "model": row["model"],
+        "batch_per_gpu": _int(row["batch_per_gpu"]),
+        "precision": row["precision"],
+        "image_size": _int(row["image_size"]),
+        "seq_len": _int(row["seq_len"]),
+        "throughput": float(row["throughput"]),
+        "software": {"container": row["software"], "framework": row["framework"]},
+        "extra": {
+            "citation": row["source"],
+            "unit": row["unit"],
+            "in_zoo": row["in_zoo"] == "1",
+            "notes": row["notes"],
+            "model_as_published": row["model_as_published"],
+            "gpu_as_published": row["gpu_as_published"],
+            "tokens_per_gpu_batch": _int(row["tokens_per_gpu_batch"]),
+        },
+    }
+
+
+def load_published(path: Path = DEFAULT_FILE) -> list[dict[str, Any]]:
+    path = Path(path)
+    if not path.is_file():
+        raise ImportDataError(f"{path} is not a file; give a CSV in the form of "
+                              "datasets/published_throughput.csv (or no FILE for that one)")
+    with open(path, newline="") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ImportDataError(f"{path} lacks columns {', '.join(missing)} (the form of "
+                                  "datasets/published_throughput.csv)")
+        rows = list(reader)
+    trials = []
+    for line, row in enumerate(rows, start=2):
+        try:
+            trials.append(trial_row(row))
+        except (ValueError, KeyError) as exc:
+            raise ImportDataError(f"{path.name} line {line}: {exc}") from None
+    return trials
+
+
+def import_published(store: Store, path: Path = DEFAULT_FILE) -> ImportResult:
+    trials = load_published(path)
+    path = Path(path)
+    result = ImportResult(SOURCE, fingerprint([path], path.parent))
+    if already_imported(store, SOURCE, result.fingerprint):
+        result.already_imported = True
+        return result
+    for trial in trials:
+        trial["extra"]["import_fingerprint"] = result.fingerprint
+    result.rows = store.add_many({"trials": trials})
+    return result
