@@ -1,1 +1,109 @@
-"""Filled in by its owner."""
+"""`profiler sweep`: measure every trial of a spec's grid and keep the results in a store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from advisor.cli.output import Format, emit, emit_json, fail
+from profiler.cli.app import app
+
+
+@app.command()
+def sweep(
+    spec_path: Path = typer.Argument(..., metavar="SPEC.yaml", help="the sweep spec"),
+    store: Path = typer.Option(Path("runs.db"), "--store", help="measurement store (SQLite)"),
+    provider: str = typer.Option(None, "--provider", help="override the spec's provider: "
+                                 "local, gcp or aws"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the trial grid and every "
+                                 "provider request; launch nothing"),
+    max_cost: float = typer.Option(None, "--max-cost", metavar="USD", min=0,
+                                   help="stop before the estimated spend passes this"),
+    results: str = typer.Option(None, "--results", metavar="URL", help="where nodes write "
+                                "their records: file://DIR, gs://BUCKET/PREFIX, s3://..."),
+    fmt: Format = typer.Option(Format.table, "--format", help="for --dry-run: table or json"),
+) -> None:
+    """Run a sweep: launch each trial's cluster, train, revoke if asked, store the figures.
+
+    Trials already finished in the store are skipped, so re-running a spec resumes it.
+    Ctrl-C terminates every node and keeps what finished.
+
+    Examples:
+
+        profiler sweep specs/smoke.yaml --store runs.db
+
+        profiler sweep specs/smoke.yaml --dry-run
+
+        profiler sweep specs/gcp-v100.yaml --provider gcp --max-cost 20 --results gs://b/runs
+    """
+    from cloud.provider import ProviderError
+    from cloud.registry import make_provider
+    from profiler.spec import SpecError, load_spec
+    from profiler.store import StoreError
+
+    try:
+        spec = load_spec(spec_path, {"provider": provider, "results": results,
+                                     "max_cost": max_cost})
+    except SpecError as exc:
+        fail(str(exc).replace("\n", "; "))
+    results_url = spec.results or f"file://{store.resolve().parent / 'records'}"
+    try:
+        chosen = make_provider(spec.provider)
+        if dry_run:
+            _print_plan(spec, chosen, results_url, fmt)
+            return
+        from profiler.store import Store
+
+        with Store(store) as opened:
+            _run(spec, opened, chosen, results_url)
+    except (ProviderError, StoreError) as exc:
+        fail(str(exc))
+
+
+def _run(spec, store, provider, results_url: str) -> None:
+    import sys
+
+    from profiler.orchestrator import BudgetExceeded, run_sweep
+    from profiler.progress import SweepDisplay
+
+    trials = spec.trials()
+    with SweepDisplay(len(trials), enabled=sys.stderr.isatty()) as display:
+        try:
+            outcome = run_sweep(spec, store, provider, results_url, max_cost=spec.max_cost,
+                                display=display)
+        except KeyboardInterrupt:
+            fail("interrupted: every node was terminated; finished trials are in the store, "
+                 "re-run the same command to resume", code=130)
+        except BudgetExceeded as exc:
+            fail(str(exc), code=3)
+    typer.echo(f"{len(outcome.finished)} finished, {len(outcome.failed)} failed, "
+               f"{len(outcome.skipped)} skipped; stored in {store.path}")
+    if outcome.failed:
+        raise typer.Exit(1)
+
+
+def _print_plan(spec, provider, results_url: str, fmt: Format) -> None:
+    from profiler.orchestrator import estimated_cost, plan_sweep
+
+    planned = plan_sweep(spec, provider, results_url)
+    if fmt is Format.json:
+        emit_json([{"trial": trial.as_dict(), "estimated_cost_usd":
+                    estimated_cost(provider.name, trial),
+                    "requests": [vars(r) for r in requests]} for trial, requests in planned])
+        return
+    rows = [{**trial.as_dict(), "requests": len(requests),
+             "cost": estimated_cost(provider.name, trial)} for trial, requests in planned]
+    emit(rows, ["key", "model", "nodes", "instance_type", "batch_size", "precision",
+                "revoke_node", "revoke_at", "requests", "cost"], Format.table,
+         title=f"sweep {spec.name}: {len(rows)} trials on {provider.name} (dry run)")
+    for trial, requests in planned:
+        for request in requests:
+            typer.echo(f"{trial.key} {request.provider} {request.action} "
+                       f"{_compact(request.body)}")
+
+
+def _compact(body: dict) -> str:
+    import json
+
+    return json.dumps(body, separators=(",", ":"), default=str)

@@ -1,0 +1,288 @@
+"""Running a sweep: every trial of the grid not yet finished in the store is launched on the
+provider, followed through its records, revoked when the spec says so, and stored.
+
+Nodes are always terminated (result, failure, timeout, Ctrl-C or SIGTERM alike); finished
+trials are in the store as soon as they end, so an interrupted sweep resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cloud.provider import ClusterSpec, Node, PlannedRequest, Provider, ProviderError
+from profiler import ingest
+from profiler.progress import SweepDisplay
+from profiler.revocation import Revoker
+from profiler.spec import SweepSpec, Trial
+from profiler.store import Store
+
+POLL_S = 0.5
+EXIT_GRACE_S = 10.0  # how long a finished or dying cluster gets to write its last records
+DEADLINE_MARGIN_S = 60.0
+PLANNED_STARTUP_S = 120.0  # start-up assumed per trial when estimating the cost
+
+
+class BudgetExceeded(Exception):
+    """The next trial would take the estimated spend past --max-cost."""
+
+
+@dataclass
+class SweepOutcome:
+    finished: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    spent_usd: float = 0.0
+
+
+def cluster_spec(spec: SweepSpec, trial: Trial, provider: str, results: str) -> ClusterSpec:
+    return ClusterSpec(
+        sweep=spec.name, trial=trial.key, nodes=trial.nodes, instance_type=trial.instance_type,
+        region=trial.region, zones=trial.zones, gpus_per_node=trial.gpus_per_node,
+        spot=trial.spot, image=trial.image, max_run_seconds=int(deadline_s(trial) + 600),
+        agent_config=agent_config(trial, provider, results),
+    )
+
+
+def agent_config(trial: Trial, provider: str, results: str) -> dict[str, Any]:
+    """What every node agent of the trial gets (the provider adds node and rendezvous)."""
+    return {
+        "provider": provider,
+        "sink": results,
+        "nproc_per_node": trial.nproc_per_node,
+        "worker": {
+            "model": trial.model, "batch_size": trial.batch_size,
+            "precision": trial.precision, "image_size": trial.image_size,
+            "seq_len": trial.seq_len, "tolerance": trial.tolerance,
+            "max_seconds": trial.max_seconds,
+            "checkpoint_dir": checkpoint_dir(trial, provider, results),
+            "checkpoint_every_steps": trial.checkpoint_every,
+        },
+    }
+
+
+def checkpoint_dir(trial: Trial, provider: str, results: str) -> str:
+    """Local nodes share this machine's disk, beside the records; a VM keeps its own."""
+    if provider == "local" and results.startswith("file://"):
+        return str(Path(results.removeprefix("file://")) / f"{trial.sweep}-{trial.key}" / "ckpt")
+    return "/var/tmp/gpuadvisor/checkpoint"
+
+
+def deadline_s(trial: Trial) -> float:
+    """The longest a trial may take from launch before it is abandoned."""
+    recovery = trial.startup_timeout if trial.revoke_node is not None else 0.0
+    revoke_at = trial.revoke_at or 0.0
+    return trial.startup_timeout + revoke_at + recovery + trial.max_seconds + DEADLINE_MARGIN_S
+
+
+def price_per_node_hour(provider: str, trial: Trial) -> float | None:
+    """USD per node-hour: 0 on this machine, the catalog's price on a cloud."""
+    if provider == "local":
+        return 0.0
+    from cloud.catalog import price
+
+    return price(provider, trial.instance_type, trial.region or "", trial.spot)
+
+
+def estimated_cost(provider: str, trial: Trial) -> float:
+    price = price_per_node_hour(provider, trial) or 0.0
+    return price * trial.nodes * (PLANNED_STARTUP_S + deadline_s(trial)) / 3600
+
+
+def plan_sweep(spec: SweepSpec, provider: Provider, results: str
+               ) -> list[tuple[Trial, list[PlannedRequest]]]:
+    """Every trial and the requests its launch would send; sends nothing."""
+    return [(t, provider.plan(cluster_spec(spec, t, provider.name, results)))
+            for t in spec.trials()]
+
+
+def run_sweep(spec: SweepSpec, store: Store, provider: Provider, results: str, *,
+              max_cost: float | None = None, display: SweepDisplay) -> SweepOutcome:
+    """Run every unfinished trial; SIGTERM is turned into KeyboardInterrupt so that the
+    nodes of the running trial are terminated either way."""
+    outcome = SweepOutcome()
+    trials = spec.trials()
+    finished = store.finished_trial_keys(spec.name)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        for number, trial in enumerate(trials, 1):
+            if trial.key in finished:
+                outcome.skipped.append(trial.key)
+                display.done(f"trial {number}/{len(trials)} {_label(trial)}: already in the "
+                             f"store, skipped")
+                continue
+            cost = estimated_cost(provider.name, trial)
+            if max_cost is not None and outcome.spent_usd + cost > max_cost:
+                raise BudgetExceeded(
+                    f"trial {number}/{len(trials)} would take the estimated spend to "
+                    f"${outcome.spent_usd + cost:.2f}, past --max-cost ${max_cost:.2f}; "
+                    f"raise --max-cost or trim the spec (finished trials are kept)")
+            display.trial(number, len(trials), _label(trial))
+            started = time.time()
+            row = TrialRun(spec, trial, provider, results, display).run(store)
+            price = price_per_node_hour(provider.name, trial) or 0.0
+            outcome.spent_usd += price * trial.nodes * (time.time() - started) / 3600
+            (outcome.finished if row["status"] == "finished" else outcome.failed).append(trial.key)
+            display.done(_summary(number, len(trials), trial, row))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return outcome
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _label(trial: Trial) -> str:
+    revoke = f" revoke node {trial.revoke_node}" if trial.revoke_node is not None else ""
+    return (f"{trial.model} x{trial.nodes} {trial.instance_type} b{trial.batch_size} "
+            f"{trial.precision}{revoke}")
+
+
+def _summary(number: int, total: int, trial: Trial, row: dict) -> str:
+    head = f"trial {number}/{total} {_label(trial)}: "
+    if row["status"] != "finished":
+        return head + f"{row['status']}: {row['error']}"
+    return head + f"{row['throughput']:,.1f} samples/s (stable: {bool(row['stable'])})"
+
+
+class TrialRun:
+    """One trial from launch to the store."""
+
+    def __init__(self, spec: SweepSpec, trial: Trial, provider: Provider, results: str,
+                 display: SweepDisplay):
+        from profiler.sink import open_sink
+
+        self.spec, self.trial, self.provider, self.display = spec, trial, provider, display
+        self.cluster = cluster_spec(spec, trial, provider.name, results)
+        self.sink = open_sink(results, self.cluster.cluster)
+        self.revoker = Revoker(provider, self.cluster, trial.revoke_node, trial.revoke_at)
+        self.launched: dict[str, Node] = {}  # every node of the trial, replacements included
+        self.records: list[dict] = []
+
+    def run(self, store: Store) -> dict[str, Any]:
+        status, error = "failed", None
+        try:
+            self._clear_previous_attempt()
+            error = self._follow()
+            status = "finished" if error is None else "failed"
+        except ProviderError as exc:
+            error = str(exc)
+        except KeyboardInterrupt:
+            status, error = "interrupted", "interrupted by the user"
+            raise
+        finally:
+            self._terminate()
+            row = self._store(store, status, error)
+        return row
+
+    def _clear_previous_attempt(self) -> None:
+        """An earlier attempt of this trial (crashed or failed) leaves nodes and a checkpoint."""
+        leftover = [n for n in self.provider.leftovers() if n.cluster == self.cluster.cluster]
+        self.provider.terminate(leftover)
+        ckpt = self.cluster.agent_config["worker"]["checkpoint_dir"]
+        if self.provider.name == "local":
+            shutil.rmtree(ckpt, ignore_errors=True)
+
+    def _follow(self) -> str | None:
+        """Launch and watch until the result; returns an error message, or None on success."""
+        trial = self.trial
+        self.started = time.time()
+        nodes = self.provider.launch(self.cluster)
+        self.launched.update({n.id: n for n in nodes})
+        ended_at = None
+        while True:
+            time.sleep(POLL_S)
+            now = time.time()
+            self.records = [r for r in self.sink.read_all() if r["t"] >= self.started - 1]
+            first_step = ingest.cluster_first_step(self.records)
+            self._show(first_step)
+            if self.revoker.due(first_step, now):
+                self.display.phase("revoked")
+                nodes = self.revoker.revoke_planned(nodes)
+            nodes = self.revoker.handle_events(
+                self.provider.poll_events(self.cluster.cluster), nodes)
+            self.launched.update({n.id: n for n in nodes})
+            result = ingest.final_result(self.records)
+            if result is not None and not self.revoker.pending:
+                return None
+            if result is not None:
+                return ("training finished before the revocation at "
+                        f"{trial.revoke_at:.0f}s; lower revocation.at_seconds or raise max_seconds")
+            started_nodes = {r["node"] for r in self.records if r["type"] == "first_step"}
+            if now - self.started > trial.startup_timeout and len(started_nodes) < trial.nodes \
+                    and first_step is None:
+                return (f"no node trained within startup_timeout={trial.startup_timeout:.0f}s; "
+                        f"raise startup_timeout or see the node logs")
+            if now - self.started > deadline_s(trial):
+                return f"the trial passed its deadline of {deadline_s(trial):.0f}s without a result"
+            if ended_at is None and self._node_zero_exited():
+                ended_at = now
+            if ended_at is not None and now - ended_at > EXIT_GRACE_S:
+                return ingest.error_message(self.records) or "node 0 exited without a result"
+
+    def _node_zero_exited(self) -> bool:
+        return any(r["type"] == "agent_exit" and r["node"] == 0 for r in self.records)
+
+    def _show(self, first_step: float | None) -> None:
+        progress = [r for r in self.records if r["type"] == "progress"]
+        rate = progress[-1]["samples_per_s"] if progress else None
+        if self.revoker.seen and not ingest.first(self.records, "first_step",
+                                                  after=self.revoker.seen[-1].at):
+            phase = "recovering"
+        elif first_step is None:
+            phase = "launching"
+        else:
+            phase = "measuring" if progress and progress[-1]["phase"] == "measuring" else "warm-up"
+        self.display.phase(phase, rate)
+
+    def _terminate(self) -> None:
+        self.display.phase("stopping")
+        self.provider.terminate(list(self.launched.values()))
+        self.sink.close()
+
+    def _store(self, store: Store, status: str, error: str | None) -> dict[str, Any]:
+        trial, records = self.trial, self.records
+        result = ingest.final_result(records)
+        row: dict[str, Any] = {}
+        if result is not None and status == "finished":
+            row, problem = ingest.trial_row(result, trial.nodes * trial.nproc_per_node)
+            if problem:
+                status, error = "failed", problem
+        row.update({
+            "trial_key": trial.key, "sweep": trial.sweep, "status": status, "error": error,
+            "source": self.provider.name, "provider": self.provider.name,
+            "region": trial.region, "instance_type": trial.instance_type,
+            "gpu_type": _gpu_type(result), "gpus_per_node": trial.gpus_per_node,
+            "nodes": trial.nodes, "sync": "allreduce", "spot": trial.spot,
+            "price_per_node_hour": price_per_node_hour(self.provider.name, trial),
+            "model": trial.model, "batch_per_gpu": trial.batch_size,
+            "precision": trial.precision, "image_size": trial.image_size,
+            "seq_len": trial.seq_len,
+            "extra": {**row.get("extra", {}), "trial": trial.as_dict(),
+                      "cluster": self.cluster.cluster},
+        })
+        revocations = [ingest.revocation_row(records, seen) for seen in self.revoker.seen]
+        startups = [{**s, "provider": self.provider.name, "region": trial.region,
+                     "instance_type": trial.instance_type, "spot": trial.spot}
+                    for s in ingest.startup_rows(records)]
+        checkpoints = ingest.checkpoint_rows(records, trial.model, _params(trial.model))
+        row["id"] = store.add_trial(row, revocations=revocations, startups=startups,
+                                    checkpoints=checkpoints)
+        return row
+
+
+def _gpu_type(result: dict | None) -> str | None:
+    device = (result or {}).get("device")
+    return None if device in (None, "cpu") else device
+
+
+def _params(model: str) -> int | None:
+    from profiler.cards import load_cards
+
+    card = load_cards().get(model)
+    return int(card["params"]) if card and card.get("params") else None

@@ -1,0 +1,67 @@
+"""Revoking a node during a trial and bringing in its replacement.
+
+A planned revocation (the spec's at_seconds, or a time drawn from its lifetime distribution)
+is injected with `Provider.revoke`; a revocation the provider itself announces (a real spot
+preemption) arrives as a `preempted` event. Either way the lost node is cleaned up and a
+replacement is launched, and the moment is kept for profiler/ingest.py to measure from.
+"""
+
+from __future__ import annotations
+
+import time
+
+from cloud.provider import ClusterSpec, Node, Provider, ProviderEvent
+from profiler.ingest import RevocationSeen
+
+# What a revocation is called on each provider when this program causes it.
+INJECTED_CAUSE = {"local": "sigkill", "gcp": "maintenance", "aws": "interruption"}
+
+
+class Revoker:
+    """Tracks a trial's revocations: the planned one and any the provider reports."""
+
+    def __init__(self, provider: Provider, spec: ClusterSpec, node: int | None,
+                 after_first_step_s: float | None):
+        self.provider, self.spec = provider, spec
+        self.planned_node, self.planned_after = node, after_first_step_s
+        self.seen: list[RevocationSeen] = []
+        self._replaced: set[str] = set()  # ids of the nodes already revoked and replaced
+
+    @property
+    def pending(self) -> bool:
+        """A planned revocation that has not happened yet."""
+        return self.planned_node is not None and not any(
+            s.node == self.planned_node for s in self.seen)
+
+    def due(self, first_step_t: float | None, now: float) -> bool:
+        return (self.pending and first_step_t is not None
+                and now >= first_step_t + self.planned_after)
+
+    def revoke_planned(self, nodes: list[Node]) -> list[Node]:
+        """Revoke the planned node now and launch its replacement; returns the new nodes."""
+        node = next(n for n in nodes if n.index == self.planned_node)
+        self.provider.revoke(node)
+        seen = RevocationSeen(node=node.index, at=time.time(),
+                              cause=INJECTED_CAUSE.get(self.provider.name, "preemption"))
+        return self._replace(node, seen)
+
+    def handle_events(self, events: list[ProviderEvent], nodes: list[Node]) -> list[Node]:
+        """Replace nodes the provider preempted on its own; returns the current nodes."""
+        by_id = {n.id: n for n in nodes}
+        for event in events:
+            node = by_id.get(event.node_id)
+            if event.kind != "preempted" or node is None or node.id in self._replaced:
+                continue
+            seen = RevocationSeen(node=node.index, at=event.at,
+                                  cause=event.detail.get("cause", "preemption"),
+                                  notice_s=event.detail.get("notice_s", 0.0))
+            nodes = self._replace(node, seen)
+        return nodes
+
+    def _replace(self, node: Node, seen: RevocationSeen) -> list[Node]:
+        self._replaced.add(node.id)
+        self.provider.terminate([node])
+        seen.replacement_launched_at = time.time()
+        nodes = self.provider.launch(self.spec)
+        self.seen.append(seen)
+        return nodes

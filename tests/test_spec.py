@@ -1,0 +1,82 @@
+import pytest
+
+from profiler.spec import SpecError, load_spec, parse_spec
+
+SMOKE = {"name": "smoke", "provider": "local", "models": ["resnet18"], "nodes": [1, 2],
+         "batch_size": 16, "image_size": 64, "precision": "fp32", "max_seconds": 60,
+         "revocation": {"node": 1, "at_seconds": 20}}
+
+
+def test_shipped_smoke_spec_expands_to_two_trials():
+    spec = load_spec("specs/smoke.yaml")
+    trials = spec.trials()
+    assert [(t.model, t.nodes) for t in trials] == [("resnet18", 1), ("resnet18", 2)]
+    # Node 1 exists only in the 2-node cluster, so only that trial is revoked.
+    assert [(t.revoke_node, t.revoke_at) for t in trials] == [(None, None), (1, 20.0)]
+
+
+def test_grid_is_the_product_of_the_lists_with_stable_unique_keys():
+    raw = {**SMOKE, "models": ["resnet18", "mobilenet_v2"], "batch_size": [8, 16],
+           "precision": ["fp32", "bf16"], "revocation": None}
+    trials = parse_spec(raw).trials()
+    assert len(trials) == 2 * 2 * 2 * 2
+    assert len({t.key for t in trials}) == len(trials)
+    assert [t.key for t in parse_spec(raw).trials()] == [t.key for t in trials]
+    changed = parse_spec({**raw, "max_seconds": 61}).trials()
+    assert not {t.key for t in changed} & {t.key for t in trials}
+
+
+def test_sampled_revocation_times_are_seeded_and_follow_the_mean():
+    lifetime = {"distribution": "weibull", "mean_seconds": 30.0, "shape": 2.0}
+    raw = {**SMOKE, "nodes": list(range(2, 402)), "revocation": {"node": 1, "lifetime": lifetime,
+                                                                 "seed": 7}}
+    times = [t.revoke_at for t in parse_spec(raw).trials()]
+    assert times == [t.revoke_at for t in parse_spec(raw).trials()]
+    assert all(t > 0 for t in times)
+    assert abs(sum(times) / len(times) - 30.0) < 3.0  # 400 draws: standard error ~0.8 s
+    reseeded = parse_spec({**raw, "revocation": {**raw["revocation"], "seed": 8}}).trials()
+    assert [t.revoke_at for t in reseeded] != times
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"modles": ["resnet18"]}, "unknown key 'modles'; did you mean 'models'?"),
+    ({"revocation": {"nod": 1, "at_seconds": 5}}, "did you mean 'node'?"),
+    ({"precision": "fp8"}, "precision.0: Input should be 'fp32', 'amp', 'bf16' or 'tf32'"),
+    ({"nodes": [0, 2]}, "nodes: every value must be 1 or more"),
+    ({"provider": "gpc"}, "unknown provider 'gpc'; allowed: local, gcp, aws"),
+    ({"models": ["resnet181"]}, "models: unknown model 'resnet181'"),
+    ({"revocation": {"node": 1}}, "give exactly one of at_seconds or lifetime"),
+    ({"revocation": {"node": 2, "at_seconds": 5}}, "revocation.node 2 does not exist"),
+    ({"results": "http://x"}, "a sink URL starts with file://, gs://, s3://"),
+    ({"provider": "gcp"}, "the gcp provider needs instance_types"),
+    ({"name": "Smoke Test"}, "name: use 1-40 lowercase letters"),
+])
+def test_bad_specs_name_the_field_and_the_fix(change, expected):
+    raw = {**SMOKE, **change}
+    if "modles" in change:
+        del raw["models"]
+    with pytest.raises(SpecError) as info:
+        parse_spec(raw)
+    assert expected in str(info.value)
+
+
+def test_every_problem_is_one_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: x\nmodels: [resnet18]\nnodes: [0]\nprecision: fp8\nbogus: 1\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    lines = str(info.value).splitlines()
+    assert len(lines) == 3 and all(line.startswith(str(path)) for line in lines)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("name: [unclosed\n", "is not valid YAML at line"),
+    ("- a\n- b\n", "a spec is a YAML mapping"),
+])
+def test_unreadable_specs(tmp_path, text, expected):
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError, match=expected):
+        load_spec(path)
+    with pytest.raises(SpecError, match="no such spec file"):
+        load_spec(tmp_path / "missing.yaml")
