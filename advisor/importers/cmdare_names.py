@@ -72,7 +72,8 @@ def parse_run_name(name: str, parent: str | None = None) -> RunName:
         rf"(?:worker(?P<workers>\d+))?$"
     )
     found = pattern.match(name_l)
-    if not found or not (found["gpu"] or parent_gpu):
+    # under a <gpu> folder every run names its worker count; elsewhere the GPU must be named
+    if not found or not (found["workers"] if parent_gpu else found["gpu"]):
         raise ValueError(
             f"run directory {name!r} is not <model><gpu>[ps<P>][worker<N>] "
             f"(e.g. res15p100ps2worker4, res32k80)"
