@@ -9,12 +9,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from advisor.cli import COMMAND_MODULES, app
+import advisor.cli.catalog  # noqa: F401  (registers `advisor catalog`)
+from advisor.cli.app import app
 from cloud import catalog as cat
 from cloud.gpus import gpu_specs
-
-for module in COMMAND_MODULES:
-    __import__(f"advisor.cli.{module}")
 
 FRESH = {"today": date(2024, 6, 2)}  # a day after the shipped prices were read: not stale
 
