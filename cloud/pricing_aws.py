@@ -196,13 +196,14 @@ def build(on_demand, spot_prices, buckets, as_of: date | None = None):
 
 def refresh(
     regions: Sequence[str] | None = None,
-    instance_types: Sequence[str] = INSTANCE_TYPES,
+    instance_types: Sequence[str] | None = None,
     session=None,
     clients: dict[str, Any] | None = None,
 ):
     """(offerings, spot-market rows) from the live APIs. `clients` (tests) maps 'pricing',
     's3' and each region name to a ready client; otherwise they come from `session`."""
     regions = list(regions or REGIONS)
+    instance_types = list(instance_types or INSTANCE_TYPES)
     try:
         import botocore.exceptions
     except ImportError:
