@@ -1,0 +1,445 @@
+"""The training worker: DDP training of a zoo model on synthetic data, measured.
+
+Run under torchrun (the node agent, profiler/agent.py, does it):
+
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --nnodes=1:2 --nproc-per-node=1 \\
+        --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT --rdzv-conf=last_call_timeout=1 \\
+        --max-restarts=3 -m profiler.worker --config worker.json
+
+worker.json holds the fields of WorkerConfig. The environment may add PROFILER_AGENT_START
+(time.time() when the node agent started; time to first step counts from it).
+
+Every rank trains; rank 0 times its steps (CUDA events read a few steps late, so no step waits
+for the GPU; perf_counter on CPU), feeds them to the stopping rule (profiler/stability.py),
+checkpoints, and decides when to stop, which it tells the other ranks every CHECK_EVERY steps
+over a gloo group. Records (profiler/records.py) go to the sink. After a torchrun restart the
+worker resumes from the latest checkpoint and measures afresh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from profiler import checkpoint
+from profiler.records import Recorder, process_start_time
+from profiler.sink import open_sink
+from profiler.stability import StoppingRule
+
+CHECK_EVERY = 10  # steps between stop decisions shared by all ranks
+EVALUATE_EVERY_S = 0.5  # rank 0 re-runs the stopping rule at most this often
+
+
+class WorkerConfig(BaseModel):
+    """One trial's training and measurement parameters."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    batch_size: int = Field(gt=0, description="per worker process")
+    precision: Literal["fp32", "amp", "bf16"] = "fp32"
+    image_size: int | None = Field(None, gt=0)
+    seq_len: int | None = Field(None, gt=0)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    tolerance: float = Field(0.02, gt=0, description="relative 95% half-width to stop at")
+    min_warmup_steps: int = Field(5, ge=0)
+    min_measure_steps: int = Field(40, ge=2)
+    max_seconds: float = Field(300.0, gt=0, description="measurement limit from first step")
+    max_steps: int | None = Field(None, gt=0, description="stop at this global step")
+    checkpoint_dir: str | None = None
+    checkpoint_every_steps: int | None = Field(None, gt=0)
+    checkpoint_every_s: float | None = Field(None, gt=0)
+    progress_every_s: float = Field(1.0, gt=0)
+    init_timeout_s: float = Field(120.0, gt=0)
+    seed: int = 0
+    sink: str
+    cluster: str
+    node: int = Field(0, ge=0)
+
+
+class StepTimer:
+    """Durations of successive steps: CUDA events polled without blocking, or perf_counter."""
+
+    def __init__(self, cuda: bool):
+        import torch
+
+        self.cuda = cuda
+        self._pending: list = []  # (step, start event, end event)
+        if cuda:
+            self._last = torch.cuda.Event(enable_timing=True)
+            self._last.record()
+        else:
+            self._last = time.perf_counter()
+        self._torch = torch
+
+    def mark(self, step: int) -> None:
+        if self.cuda:
+            end = self._torch.cuda.Event(enable_timing=True)
+            end.record()
+            self._pending.append((step, self._last, end))
+        else:
+            end = time.perf_counter()
+            self._pending.append((step, self._last, end))
+        self._last = end
+
+    def ready(self, wait: bool = False) -> list[tuple[int, float]]:
+        """(step, seconds) of the steps whose end is known; `wait` blocks for all of them."""
+        if self.cuda and wait and self._pending:
+            self._pending[-1][2].synchronize()
+        out = []
+        while self._pending:
+            step, start, end = self._pending[0]
+            if self.cuda:
+                if not end.query():
+                    break
+                out.append((step, start.elapsed_time(end) / 1000.0))
+            else:
+                out.append((step, end - start))
+            self._pending.pop(0)
+        return out
+
+
+def software_versions() -> dict:
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    import torch
+
+    versions = {"python": platform.python_version(), "torch": torch.__version__,
+                "cuda": torch.version.cuda, "nccl": None}
+    if torch.cuda.is_available():
+        versions["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+    for package in ("transformers", "gpu-advisor"):
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            versions[package] = None
+    return versions
+
+
+def peak_memory_bytes(cuda: bool) -> int:
+    import resource
+
+    import torch
+
+    if cuda:
+        return int(torch.cuda.max_memory_allocated())
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this process when torchrun goes, however torchrun goes."""
+    import ctypes
+    import signal
+
+    parent = os.getppid()
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+class Trainer:
+    """One attempt (one torchrun restart) of training and measuring."""
+
+    def __init__(self, config: WorkerConfig, started_at: float):
+        import torch
+        import torch.distributed as dist
+
+        from profiler import zoo
+
+        self.config, self.started_at, self.torch, self.dist, self.zoo = (
+            config, started_at, torch, dist, zoo)
+        self.rank = int(os.environ.get("RANK", 0))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        self.restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0))
+        agent_start = os.environ.get("PROFILER_AGENT_START")
+        self.agent_start = float(agent_start) if agent_start else started_at
+        self.sink = open_sink(config.sink, config.cluster)
+        self.recorder = Recorder(self.sink, node=config.node, rank=self.rank, restart=self.restart)
+        self.cuda = config.device == "cuda" or (
+            config.device == "auto" and torch.cuda.is_available())
+        if config.device == "cuda" and not torch.cuda.is_available():
+            raise ConfigError("device is cuda but torch sees no GPU; set device to auto or cpu")
+        if config.precision == "amp" and not self.cuda:
+            raise ConfigError("precision amp (fp16 + GradScaler) needs a GPU; use fp32 or bf16")
+        self.saves: list[checkpoint.Timed] = []
+        self.restored: checkpoint.Timed | None = None
+        self.step = 0
+
+    def emit(self, type: str, **fields) -> None:
+        self.recorder.emit(type, **fields)
+
+    # -- set-up ------------------------------------------------------------------------
+
+    def init_distributed(self) -> None:
+        from datetime import timedelta
+
+        torch, dist = self.torch, self.dist
+        if self.cuda:
+            torch.cuda.set_device(self.local_rank)
+            self.device = torch.device("cuda", self.local_rank)
+        else:
+            self.device = torch.device("cpu")
+        if "RANK" not in os.environ:  # run by hand: a group of one
+            os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                              MASTER_PORT=str(_free_port()))
+        dist.init_process_group("nccl" if self.cuda else "gloo",
+                                timeout=timedelta(seconds=self.config.init_timeout_s))
+        self.world = dist.get_world_size()
+        # Stop decisions travel on CPU tensors, so that reading one never waits for the GPU.
+        self.control = dist.new_group(backend="gloo") if self.cuda else dist.group.WORLD
+        if self.local_rank == 0:
+            local = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+            self.emit("rendezvous", world_size=self.world, nodes=self.world // local,
+                      duration_s=time.time() - self.started_at)
+
+    def build(self) -> None:
+        torch, c = self.torch, self.config
+        torch.manual_seed(c.seed)
+        self.zoo.resolve(c.model)
+        model = self.zoo.build_model(c.model, image_size=c.image_size, seq_len=c.seq_len)
+        self.module = model.to(self.device)
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=c.precision == "amp")
+        generator = torch.Generator().manual_seed(c.seed + self.rank)
+        self.batch = self.zoo.synthetic_batch(c.model, c.batch_size, self.device, c.image_size,
+                                              c.seq_len, generator=generator)
+        dtype = {"amp": torch.float16, "bf16": torch.bfloat16}.get(c.precision)
+        self.autocast = lambda: torch.autocast(self.device.type, dtype=dtype,
+                                               enabled=dtype is not None)
+        self.marker = checkpoint.StepMarker(c.checkpoint_dir) if c.checkpoint_dir else None
+
+    def wrap(self) -> None:
+        """DDP, after the restore: its constructor copies rank 0's weights to every rank (so a
+        node that cannot see the checkpoint still starts right), and all take rank 0's step."""
+        torch = self.torch
+        ddp_args = {"device_ids": [self.local_rank]} if self.cuda else {}
+        self.model = torch.nn.parallel.DistributedDataParallel(self.module, **ddp_args)
+        step = torch.tensor([self.step])
+        self.dist.broadcast(step, src=0, group=self.control)
+        self.step = int(step.item())
+
+    def state(self) -> dict:
+        return {"step": self.step, "model": self.module.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict()}
+
+    def restore(self) -> None:
+        if not self.config.checkpoint_dir:
+            return
+        last_step = self.marker.read() or 0
+        started = time.perf_counter()
+        loaded = checkpoint.load(self.config.checkpoint_dir, self.device)
+        if loaded is None:
+            if last_step and self.rank == 0:
+                self.emit("checkpoint_restore", step=0, steps_lost=last_step)
+            return
+        state, timed = loaded
+        self.module.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.step = int(state["step"])
+        self.restored = checkpoint.Timed(time.perf_counter() - started, timed.bytes)
+        if self.rank == 0:
+            self.emit("checkpoint_restore", step=self.step, seconds=self.restored.seconds,
+                      bytes=timed.bytes, steps_lost=max(last_step - self.step, 0))
+
+    def save(self) -> None:
+        timed = checkpoint.save(self.config.checkpoint_dir, self.state())
+        self.saves.append(timed)
+        self.emit("checkpoint_save", step=self.step, seconds=timed.seconds, bytes=timed.bytes)
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def train_step(self) -> None:
+        with self.autocast():
+            loss = self.zoo.loss(self.config.model, self.model, self.batch)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+
+    def run(self) -> None:
+        c, torch = self.config, self.torch
+        self.init_distributed()
+        self.build()
+        self.restore()
+        self.wrap()
+        samples_per_step = self.world * c.batch_size
+        rule = StoppingRule(c.tolerance, c.min_warmup_steps, c.min_measure_steps)
+        first_step = self.step + 1
+        if self.rank == 0:
+            self.emit("phase", phase="warmup", step=self.step)
+        timer = StepTimer(self.cuda)
+        skip: set[int] = set()  # steps whose time includes a checkpoint save
+        last_save_t = last_eval_t = time.perf_counter()
+        progress = (time.perf_counter(), self.step)
+        measuring, decision, stable = False, False, False
+        while True:
+            self.train_step()
+            timer.mark(self.step)
+            now = time.perf_counter()
+            if self.step == first_step:
+                if self.cuda:
+                    torch.cuda.synchronize()
+                self.first_step_t = time.time()
+                if self.local_rank == 0:
+                    self.emit("first_step", step=self.step,
+                              since_agent_start_s=self.first_step_t - self.agent_start,
+                              since_process_start_s=self.first_step_t - self.started_at)
+                measure_start = time.perf_counter()
+            if self.rank == 0:
+                if self.marker:
+                    self.marker.write(self.step)
+                for step, seconds in timer.ready():
+                    if step != first_step and step not in skip:
+                        rule.add(seconds)
+                if c.checkpoint_dir and (
+                    (c.checkpoint_every_steps and self.step % c.checkpoint_every_steps == 0)
+                    or (c.checkpoint_every_s and now - last_save_t >= c.checkpoint_every_s)
+                ):
+                    self.save()
+                    skip.add(self.step + 1)
+                    last_save_t = time.perf_counter()
+                if now - progress[0] >= c.progress_every_s:
+                    rate = (self.step - progress[1]) * samples_per_step / (now - progress[0])
+                    self.emit("progress", step=self.step, samples_per_s=rate,
+                              phase="measuring" if measuring else "warmup")
+                    progress = (now, self.step)
+                if now - last_eval_t >= EVALUATE_EVERY_S:
+                    verdict = rule.verdict()
+                    last_eval_t = now
+                    if verdict.interval is not None and not measuring:
+                        measuring = True
+                        self.emit("phase", phase="measuring", step=self.step,
+                                  warmup_steps=verdict.warmup_steps)
+                    stable = verdict.stable
+                    decision = stable or now - measure_start >= c.max_seconds
+                decision = decision or bool(c.max_steps and self.step >= c.max_steps)
+            if self.step % CHECK_EVERY == 0 or (c.max_steps and self.step >= c.max_steps):
+                flag = torch.tensor([int(decision)])
+                self.dist.broadcast(flag, src=0, group=self.control)
+                if flag.item():
+                    break
+        if self.rank == 0:
+            for step, seconds in timer.ready(wait=True):
+                if step != first_step and step not in skip:
+                    rule.add(seconds)
+            self.finish(rule, samples_per_step)
+
+    def finish(self, rule: StoppingRule, samples_per_step: int) -> None:
+        """Rank 0: checkpoint figures if the run made none, then the result record."""
+        import numpy as np
+
+        c = self.config
+        if c.checkpoint_dir and not self.saves:
+            self.save()
+        if c.checkpoint_dir and self.restored is None:
+            started = time.perf_counter()
+            state, timed = checkpoint.load(c.checkpoint_dir, self.device)
+            self.module.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.restored = checkpoint.Timed(time.perf_counter() - started, timed.bytes)
+        verdict = rule.verdict()
+        times = np.asarray(rule.times[verdict.warmup_steps:])
+        value = lo = hi = None
+        if verdict.interval is not None:
+            value, lo, hi = verdict.interval.throughput(samples_per_step)
+        elif len(times):
+            value = samples_per_step / float(times.mean())
+        self.emit(
+            "result", model=c.model, batch_per_gpu=c.batch_size, precision=c.precision,
+            world_size=self.world,
+            device=self.torch.cuda.get_device_name() if self.cuda else "cpu",
+            throughput=value, throughput_lo=lo, throughput_hi=hi,
+            step_time_mean=float(times.mean()) if len(times) else None,
+            step_time_median=float(np.median(times)) if len(times) else None,
+            step_time_p95=float(np.percentile(times, 95)) if len(times) else None,
+            steps_measured=len(times), warmup_steps=verdict.warmup_steps,
+            stable=verdict.stable, peak_memory_bytes=peak_memory_bytes(self.cuda),
+            time_to_first_step=self.first_step_t - self.agent_start,
+            checkpoint_save_s=(sum(s.seconds for s in self.saves) / len(self.saves)
+                               if self.saves else None),
+            checkpoint_restore_s=self.restored.seconds if self.restored else None,
+            checkpoint_bytes=self.saves[-1].bytes if self.saves else None,
+            global_step=self.step, software=software_versions(),
+        )
+
+    def close(self) -> None:
+        if self.dist.is_initialized():
+            self.dist.destroy_process_group()
+        if getattr(self, "marker", None):
+            self.marker.close()
+        self.sink.close()
+
+
+class ConfigError(Exception):
+    """A worker config that cannot be used; the message names the fix."""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def load_config(path: str) -> WorkerConfig:
+    try:
+        return WorkerConfig.model_validate(json.loads(Path(path).read_text()))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such worker config; pass --config PATH") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"])) or "config"
+        raise ConfigError(f"{path}: {where}: {first['msg']}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    started_at = process_start_time() or time.time()
+    _die_with_parent()
+    parser = argparse.ArgumentParser(prog="profiler.worker", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help="worker config JSON (WorkerConfig)")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config)
+        from profiler.zoo import UnknownModelError, resolve
+
+        resolve(config.model)
+        trainer = Trainer(config, started_at)
+    except (ConfigError, UnknownModelError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    status, error = "error", None
+    try:
+        trainer.run()
+        status = "finished"
+    except ConfigError as exc:
+        error = str(exc)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        trainer.emit("worker_exit", status=status, error=error)
+        trainer.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
