@@ -1,1 +1,81 @@
-"""Filled in by its owner."""
+"""`advisor fit`: fit the performance models on a measurement store and write the artifact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from advisor.cli.app import app
+from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail, warn
+
+
+@app.command("fit")
+def fit(
+    store: Path = typer.Option(..., "--store", help="measurement store (SQLite file)",
+                               exists=False, dir_okay=False),
+    output: Path = typer.Option(Path("model_artifact.json"), "--output", "-o",
+                                help="where to write the artifact (JSON)", dir_okay=False),
+    include_published: bool = typer.Option(
+        True, "--include-published/--no-include-published",
+        help="fit on trials with source 'published' (NVIDIA's figures) too"),
+    fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP),
+) -> None:
+    """Fit throughput, start-up, checkpoint and recovery models and the spot-lifetime model.
+
+    Throughput: a roofline + communication model with few physical coefficients, a ridge
+    log-linear correction and split-conformal 90% intervals from held-out folds. The artifact
+    is versioned JSON that `advisor recommend` reads with numpy alone.
+
+    Examples:
+
+        advisor fit --store m.db --output my_artifact.json
+
+        advisor fit --store m.db --no-include-published --format json
+    """
+    from advisor.fit import fit_store, write_artifact
+
+    if not store.is_file():
+        fail(f"no measurement store at {store}; make one with `profiler sweep` or "
+             "`advisor data import ... --store {store}`")
+    from profiler.store import StoreError
+
+    try:
+        doc, info = fit_store(store, include_published=include_published)
+    except StoreError as exc:
+        fail(str(exc))
+    for reason, count in sorted(info["skipped"].items()):
+        warn(f"skipped {count} trial(s): {reason}")
+    try:
+        write_artifact(doc, output)
+    except OSError as exc:
+        fail(f"cannot write {output} ({exc.strerror}); choose another --output")
+    summary = _summary(doc, output)
+    if fmt is Format.json:
+        emit_json(summary)
+        return
+    rows = [{"what": k, "value": v} for k, v in summary.items() if not isinstance(v, dict)]
+    rows += [{"what": f"coefficient {k}", "value": v} for k, v in summary["coefficients"].items()]
+    emit(rows, ["what", "value"], fmt, title=f"fitted -> {output}")
+
+
+def _summary(doc: dict, output: Path) -> dict:
+    data = doc["training_data"]
+    calibration = doc["throughput"]["calibration"]
+    return {
+        "artifact": str(output),
+        "schema_version": doc["schema_version"],
+        "training_data_sha256": data["sha256"][:16],
+        "throughput_configs": data["throughput_configs"],
+        "models": len(data["models"]),
+        "gpus": ", ".join(data["gpus"]) or "-",
+        "startups": data["startups"],
+        "checkpoints": data["checkpoints"],
+        "revocations": data["revocations"],
+        "lifetime_groups_fitted": len(doc["lifetime"]["fitted"]),
+        "interval_interpolated": "x{:.2f} .. x{:.2f}".format(
+            *[2.718281828 ** q for q in calibration["interpolated"]]),
+        "interval_extrapolated": "x{:.2f} .. x{:.2f}".format(
+            *[2.718281828 ** q for q in calibration["extrapolated"]]),
+        "coefficients": doc["throughput"]["coefficients"],
+    }

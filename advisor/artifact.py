@@ -1,0 +1,277 @@
+"""Predict from a fitted performance-model artifact with numpy and json alone.
+
+`advisor fit` writes the artifact (a versioned JSON document); `advisor recommend` reads it
+here, so nothing on this path imports pandas, scikit-learn or torch. Predictions are
+vectorised over arrays of candidates and each comes with an interval and a provenance:
+`measured` (that configuration is in the training data), `interpolated` (model and GPU, or
+provider, seen), `extrapolated` (neither: physics, priors and published figures carry it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from advisor import physics
+
+SCHEMA_VERSION = 1
+DEFAULT_PATH = Path(__file__).resolve().parent.parent / "datasets" / "model_artifact.json"
+TARGETS = ("throughput", "startup_s", "checkpoint_s", "recovery_s")
+PROVENANCE = ("measured", "interpolated", "extrapolated")  # from best to worst evidence
+
+
+class ArtifactError(Exception):
+    """An artifact that cannot be read or used; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    value: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    provenance: np.ndarray
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    """Weibull life of a node: P(alive at t) = exp(-(t/scale_s)**shape), cut at cap_s."""
+
+    kind: str  # weibull | on-demand
+    shape: float
+    scale_s: float
+    source: str
+    cap_s: float = math.inf  # hard limit (24 h for GCP preemptible VMs)
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        if math.isinf(self.scale_s):
+            return np.full(n, math.inf)
+        return np.minimum(self.scale_s * rng.weibull(self.shape, n), self.cap_s)
+
+    def survival(self, seconds) -> np.ndarray:
+        t = np.asarray(seconds, dtype=float)
+        alive = np.exp(-((t / self.scale_s) ** self.shape))
+        return np.where(t >= self.cap_s, 0.0, alive)
+
+
+def load_artifact(path: str | Path | None = None) -> Artifact:
+    return _load(str(Path(path) if path else DEFAULT_PATH))
+
+
+@cache
+def _load(path: str) -> Artifact:
+    try:
+        with open(path) as handle:
+            doc = json.load(handle)
+    except FileNotFoundError:
+        raise ArtifactError(f"no model artifact at {path}; run `advisor fit` to make one") from None
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"{path} is not valid JSON ({exc}); refit with `advisor fit`") from None
+    version = doc.get("schema_version") if isinstance(doc, dict) else None
+    if version != SCHEMA_VERSION:
+        raise ArtifactError(
+            f"{path} has artifact schema {version!r}, this program reads {SCHEMA_VERSION}; "
+            "refit with `advisor fit`")
+    return Artifact(doc)
+
+
+class Artifact:
+    def __init__(self, doc: dict):
+        self.doc = doc
+
+    def predict(self, target: str, features: dict) -> Prediction:
+        if target not in TARGETS:
+            raise ArtifactError(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")
+        return getattr(self, f"_predict_{target}")(features)
+
+    # -- throughput ---------------------------------------------------------------------
+
+    def step_time(self, features: dict) -> np.ndarray:
+        """Model seconds per step of one worker: physics times the learned correction."""
+        spec = self.doc["throughput"]
+        seconds = physics.step_time(features, spec["coefficients"])
+        return seconds * np.exp(_correction(spec["correction"], features))
+
+    def _predict_throughput(self, features: dict) -> Prediction:
+        spec = self.doc["throughput"]
+        value = physics.cluster_throughput(features, self.step_time(features))
+        measured = spec["seen"]["configs"]
+        keys, inverse = unique_keys(*(features[c] for c in CONFIG_COLUMNS))
+        is_measured = np.array([k in measured for k in keys], dtype=bool)[inverse]
+        workers = np.asarray(features["nodes"], float) * np.asarray(features["gpus_per_node"], float)
+        pairs = (features["model"], features["gpu"])
+        lo_w = _lookup({k: v[0] for k, v in spec["seen"]["model_gpu"].items()}, pairs, np.inf)
+        hi_w = _lookup({k: v[1] for k, v in spec["seen"]["model_gpu"].items()}, pairs, -np.inf)
+        interpolated = (workers >= lo_w) & (workers <= hi_w) & ~is_measured
+        provenance = np.where(is_measured, "measured",
+                              np.where(interpolated, "interpolated", "extrapolated"))
+        lo, hi = _interval(spec["calibration"], value, provenance)
+        if is_measured.any():  # a measured configuration answers with its measurements
+            rows = np.array([measured.get(k, [np.nan] * 3) for k in keys], dtype=float)[inverse]
+            rows = rows[is_measured]
+            value, lo, hi = value.copy(), lo.copy(), hi.copy()
+            value[is_measured], lo[is_measured], hi[is_measured] = rows.T
+        return Prediction(value, lo, hi, provenance)
+
+    # -- overheads ----------------------------------------------------------------------
+
+    def _predict_startup_s(self, features: dict) -> Prediction:
+        spec = self.doc["startup_s"]
+        vm = _grouped(spec["vm_s"], features)
+        first = _grouped(spec["first_step_s"], features)
+        worse = np.maximum(_rank(vm.provenance), _rank(first.provenance))
+        return Prediction(vm.value + first.value, vm.lo + first.lo, vm.hi + first.hi,
+                          np.array(PROVENANCE)[worse])
+
+    def _predict_recovery_s(self, features: dict) -> Prediction:
+        return _grouped(self.doc["recovery_s"], features)
+
+    def _predict_checkpoint_s(self, features: dict) -> Prediction:
+        spec = self.doc["checkpoint_s"]
+        n = len(features["model"])
+        nbytes = np.asarray(features["params"], float) * spec["bytes_per_param"]
+        local = _lookup({"local": 1.0}, (features["provider"],), 0.0) == 1.0
+        value, provenance = np.empty(n), np.full(n, "extrapolated", dtype=object)
+        for where, name in ((local, "local"), (~local, "bucket")):
+            fit = spec["targets"][name]
+            value[where] = fit["fixed_s"] + fit["s_per_byte"] * nbytes[where]
+            low, high = fit["bytes_range"]
+            provenance[where & (nbytes >= low) & (nbytes <= high)] = "interpolated"
+            seen = np.isin(np.asarray(features["model"], str), fit["models"])
+            provenance[where & seen] = "measured"
+        provenance = provenance.astype(str)
+        lo, hi = _interval(spec["calibration"], value, provenance)
+        return Prediction(value, lo, hi, provenance)
+
+    # -- revocations --------------------------------------------------------------------
+
+    def lifetime(self, provider: str, gpu: str, region: str, spot: bool) -> Lifetime:
+        if not spot:
+            return Lifetime("on-demand", 1.0, math.inf, "on-demand nodes are not revoked")
+        spec = self.doc["lifetime"]
+        catalog_gpu = gpu
+        provider, gpu, region = provider.lower(), _gpu_key(gpu), region.lower()
+        fitted = {(r["provider"], r["gpu"], r["region"]): r for r in spec["fitted"]}
+        for key in ((provider, gpu, region), (provider, gpu, "*"), (provider, "*", "*")):
+            if key in fitted:
+                row = fitted[key]
+                return Lifetime("weibull", row["shape"], row["scale_s"],
+                                f"fitted: {row['events']} revocations in {row['n']} lives "
+                                f"({'/'.join(key)})")
+        if provider == "aws":
+            bucket = _aws_bucket(region, catalog_gpu)
+            if bucket in spec["aws_buckets"]:
+                return Lifetime("weibull", 1.0, spec["aws_buckets"][bucket],
+                                f"prior: AWS Spot Instance Advisor interruption frequency {bucket}")
+        for row in spec["prior"]:  # most specific first
+            if row["provider"] == provider and row["gpu"] in ("*", gpu) and \
+                    row["region"] in ("*", region):
+                cap = math.inf if row["cap_s"] is None else row["cap_s"]
+                return Lifetime("weibull", row["shape"], row["scale_s"], "prior: " + row["source"],
+                                cap)
+        raise ArtifactError(f"no lifetime model for {provider} spot nodes; refit with a prior")
+
+
+CONFIG_COLUMNS = ("model", "gpu", "precision", "sync", "nodes", "gpus_per_node",
+                  "batch_per_gpu", "ps_count")
+
+
+def config_keys(features: dict) -> np.ndarray:
+    """One string per row naming a training configuration exactly."""
+    keys, inverse = unique_keys(*(features[c] for c in CONFIG_COLUMNS))
+    return np.array(keys, dtype=str)[inverse]
+
+
+def unique_keys(*columns) -> tuple[list[str], np.ndarray]:
+    """Distinct rows of the columns as 'a|b|c' strings (lower case, numbers as integers) and
+    each row's index into them. String work happens once per distinct value: fast at 100k."""
+    inverse = np.zeros(len(np.asarray(columns[0])), dtype=np.int64)
+    keys = [""]
+    for column in columns:
+        column = np.asarray(column)
+        if column.dtype.kind in "fiub":
+            values, codes = np.unique(np.nan_to_num(column.astype(float)).astype(np.int64),
+                                      return_inverse=True)
+            names = [str(v) for v in values.tolist()]
+        else:  # hash-based factorising: sorting 100k strings is far slower
+            items = column.tolist()
+            index = {v: i for i, v in enumerate(dict.fromkeys(items))}
+            codes = np.array(list(map(index.__getitem__, items)), dtype=np.int64)
+            names = [str(v).lower() for v in index]
+        combos, inverse = np.unique(inverse * len(names) + codes.reshape(-1), return_inverse=True)
+        keys = [keys[c // len(names)] + "|" + names[c % len(names)] for c in combos.tolist()]
+    return [k[1:] for k in keys], inverse.reshape(-1)
+
+
+def _lookup(table: dict, columns, default=np.nan) -> np.ndarray:
+    """table['a|b'] for every row of the columns, `default` where absent."""
+    keys, inverse = unique_keys(*columns)
+    return np.array([table.get(k, default) for k in keys], dtype=float)[inverse]
+
+
+def _gpu_key(gpu: str) -> str:
+    return str(gpu).lower()
+
+
+def _correction(spec: dict, features: dict) -> np.ndarray:
+    if not spec["inputs"]:
+        return np.zeros(len(features["model"])) + spec["intercept"]
+    inputs = physics.correction_inputs(features)
+    z = np.column_stack([inputs[name] for name in spec["inputs"]])
+    z = np.clip(z, spec["low"], spec["high"])  # corrections never extrapolate; physics does
+    return ((z - spec["mean"]) / spec["scale"]) @ np.asarray(spec["coef"]) + spec["intercept"]
+
+
+def _interval(calibration: dict, value: np.ndarray, provenance: np.ndarray):
+    """Split-conformal quantiles of log(measured / predicted), per provenance."""
+    lo, hi = np.empty_like(value), np.empty_like(value)
+    for name in PROVENANCE:
+        q_lo, q_hi = calibration.get(name, calibration["extrapolated"])
+        where = provenance == name
+        lo[where], hi[where] = value[where] * math.exp(q_lo), value[where] * math.exp(q_hi)
+    return lo, hi
+
+
+def _rank(provenance: np.ndarray) -> np.ndarray:
+    return np.select([provenance == p for p in PROVENANCE], [0, 1, 2], 2)
+
+
+def _grouped(spec: dict, features: dict) -> Prediction:
+    """Median of the most specific group seen: (provider, gpu, spot), (provider, spot),
+    provider, all; a stated prior when nothing was measured."""
+    provider, gpu = features["provider"], features["gpu"]
+    spot = np.asarray(features["spot"], bool).astype(int)
+    n = len(spot)
+    value = np.full(n, np.nan)
+    provenance = np.full(n, "extrapolated", dtype=object)
+    levels = (((provider, gpu, spot), "measured"), ((provider, spot), "interpolated"),
+              ((provider,), "interpolated"), ((np.full(n, "*"),), "extrapolated"))
+    for columns, label in levels:
+        todo = np.isnan(value)
+        if not todo.any():
+            break
+        found = _lookup(spec["groups"], [np.asarray(c)[todo] for c in columns])
+        hit = np.flatnonzero(todo)[~np.isnan(found)]
+        value[hit] = found[~np.isnan(found)]
+        provenance[hit] = label
+    missing = np.isnan(value)
+    if missing.any():
+        local = _lookup({"local": 1.0}, (np.asarray(provider)[missing],), 0.0) == 1.0
+        value[missing] = np.where(local, spec["prior"]["local"], spec["prior"]["*"])
+    provenance = provenance.astype(str)
+    lo, hi = _interval(spec["calibration"], value, provenance)
+    return Prediction(value, lo, hi, provenance)
+
+
+def _aws_bucket(region: str, gpu: str) -> str | None:
+    """The Spot Advisor interruption bucket of a market, from the catalog when it has one."""
+    try:
+        from cloud.catalog import spot_market
+        market = spot_market("aws", region, gpu)
+    except (ImportError, LookupError, FileNotFoundError):
+        return None
+    return market.interruption_bucket if market else None

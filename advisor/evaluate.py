@@ -1,0 +1,137 @@
+"""Held-out accuracy of the throughput model: leave one model out, leave one GPU out, train on
+small clusters and test on larger ones, or random k-fold.
+
+Every held-out prediction goes through the same path as production: fit (with its own
+calibration, on the training part only) -> artifact section -> `Artifact.predict`. A plain
+log-linear regression (the kind CM-DARE's paper and its successors fitted) is scored on the
+same folds as a baseline.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from advisor.artifact import Artifact
+from advisor.features import take
+from advisor.fit import SEED, fit_throughput, throughput_data
+
+SPLITS = ("model", "gpu", "nodes", "random")
+TARGETS = ("throughput", "step_time")
+
+
+class EvaluateError(ValueError):
+    """An evaluation the data cannot support; the message names the fix."""
+
+
+def folds(features: dict, split: str, max_train_workers: int | None = None):
+    """(name, train index, test index) for each fold of a split."""
+    from sklearn.model_selection import KFold
+
+    n = len(features["model"])
+    workers = np.asarray(features["nodes"], float) * np.asarray(features["gpus_per_node"], float)
+    if split in ("model", "gpu"):
+        labels = np.asarray(features[split])
+        distinct = np.unique(labels)
+        if len(distinct) < 2:
+            raise EvaluateError(f"the store holds one {split} only; leave-one-{split}-out "
+                                "needs two or more (import more data)")
+        for label in distinct:
+            yield str(label), np.flatnonzero(labels != label), np.flatnonzero(labels == label)
+    elif split == "nodes":
+        sizes = np.unique(workers)
+        if max_train_workers is None:
+            max_train_workers = int(sizes[(len(sizes) - 1) // 2])
+        train, test = workers <= max_train_workers, workers > max_train_workers
+        if not train.any() or not test.any():
+            raise EvaluateError(f"no clusters on both sides of {max_train_workers} workers "
+                                f"(sizes seen: {sizes.astype(int).tolist()}); set "
+                                "--max-train-workers between them")
+        for size in np.unique(workers[test]):
+            yield f"{int(size)} workers", np.flatnonzero(train), \
+                np.flatnonzero(workers == size)
+    elif split == "random":
+        if n < 5:
+            raise EvaluateError(f"{n} configurations are too few for 5-fold cross-validation")
+        for i, (train, test) in enumerate(KFold(5, shuffle=True, random_state=SEED).split(
+                np.arange(n))):
+            yield f"fold {i + 1}", train, test
+    else:
+        raise EvaluateError(f"unknown split {split!r}; splits are {', '.join(SPLITS)}")
+
+
+def loglinear_baseline(train: dict, y_train: np.ndarray, test: dict) -> np.ndarray:
+    """log throughput ~ log FLOPs, params, GPU peak, workers, batch (ordinary least squares)."""
+    from sklearn.linear_model import LinearRegression
+
+    def design(f: dict) -> np.ndarray:
+        workers = np.asarray(f["nodes"], float) * np.asarray(f["gpus_per_node"], float)
+        cols = [f["flops_per_sample"], f["params"], f["gpu_fp32_tflops"], workers,
+                f["batch_per_gpu"]]
+        return np.log(np.column_stack([np.asarray(c, float) for c in cols]))
+
+    model = LinearRegression().fit(design(train), np.log(y_train))
+    return np.exp(model.predict(design(test)))
+
+
+def evaluate(store: str | Path, split: str, target: str = "throughput",
+             include_published: bool = True, max_train_workers: int | None = None) -> dict:
+    """Held-out errors of one split, as a JSON-ready dict."""
+    from profiler.store import Store
+
+    if target not in TARGETS:
+        raise EvaluateError(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")
+    with Store(store) as db:
+        features, throughput, _, skipped = throughput_data(db, include_published)
+    if len(throughput) == 0:
+        raise EvaluateError(f"{store} holds no GPU throughput measurements with model "
+                            "features; import some (`advisor data import cmdare|runs|published`)")
+    rows, groups = [], []
+    for name, train, test in folds(features, split, max_train_workers):
+        spec = fit_throughput(take(features, train), throughput[train], measured={})
+        predicted = Artifact({"throughput": spec}).predict("throughput", take(features, test))
+        baseline = loglinear_baseline(take(features, train), throughput[train],
+                                      take(features, test))
+        measured = throughput[test]
+        if target == "step_time":  # per-step seconds are the reciprocal at fixed batch
+            measured, baseline = 1 / measured, 1 / baseline
+            predicted_value, lo, hi = 1 / predicted.value, 1 / predicted.hi, 1 / predicted.lo
+        else:
+            predicted_value, lo, hi = predicted.value, predicted.lo, predicted.hi
+        for i, index in enumerate(test):
+            rows.append({
+                "group": name, "model": str(features["model"][index]),
+                "gpu": str(features["gpu"][index]),
+                "workers": int(features["nodes"][index] * features["gpus_per_node"][index]),
+                "measured": float(measured[i]), "predicted": float(predicted_value[i]),
+                "lo": float(lo[i]), "hi": float(hi[i]), "baseline": float(baseline[i]),
+                "provenance": str(predicted.provenance[i]),
+            })
+        groups.append(name)
+    return summarise(rows, groups, split, target, skipped)
+
+
+def summarise(rows: list[dict], groups: list[str], split: str, target: str,
+              skipped: dict) -> dict:
+    def ape(key: str, subset: list[dict]) -> float:
+        return float(np.mean([abs(r[key] / r["measured"] - 1) for r in subset]) * 100)
+
+    per_group = []
+    for name in groups:
+        subset = [r for r in rows if r["group"] == name]
+        per_group.append({
+            "group": name, "n": len(subset), "mape": ape("predicted", subset),
+            "baseline_mape": ape("baseline", subset),
+            "coverage": float(np.mean([r["lo"] <= r["measured"] <= r["hi"] for r in subset])),
+        })
+    return {
+        "split": split, "target": target, "n": len(rows),
+        "mape": ape("predicted", rows),
+        "median_ape": float(np.median([abs(r["predicted"] / r["measured"] - 1)
+                                       for r in rows]) * 100),
+        "baseline_loglinear_mape": ape("baseline", rows),
+        "interval_coverage": float(np.mean([r["lo"] <= r["measured"] <= r["hi"] for r in rows])),
+        "interval_level": 0.9,
+        "groups": per_group, "predictions": rows, "skipped": skipped,
+    }

@@ -1,0 +1,331 @@
+"""Fit the performance models on a measurement store; build the artifact document.
+
+Throughput: the physical step-time model of advisor/physics.py with its few coefficients
+fitted by non-negative least squares on relative error, pulled towards physical priors, then
+a ridge log-linear correction on transferable features, then split-conformal intervals from
+held-out folds. Overheads (start-up, recovery) are medians of the most specific group seen;
+checkpoint time is a fixed cost plus bytes over bandwidth. pandas, scikit-learn and scipy are
+imported inside the functions: this module is never on the recommend path. Deterministic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from advisor import physics
+from advisor.artifact import SCHEMA_VERSION, Artifact, config_keys
+from advisor.features import model_features, take, trial_features
+
+PRIOR_STRENGTH = 0.1  # weight of each prior row against the data's log-error rows
+RIDGE_ALPHA = 3.0
+CORRECTION_INPUTS = ("log_flops", "log_batch", "log_peak", "log_workers", "log_intensity")
+MISCOVERAGE = 0.1  # 90% intervals
+SEED = 0
+# Fallback interval half-widths (log scale) when too few held-out residuals exist.
+DEFAULT_SPREAD = {"measured": math.log(1.2), "interpolated": math.log(1.5),
+                  "extrapolated": math.log(2.0)}
+# Stated priors for overheads nobody measured (seconds): cloud VMs take minutes to boot and
+# a first step needs the image, the data and the process group; a local run only the latter.
+OVERHEAD_PRIORS = {
+    "vm_s": {"local": 0.0, "*": 90.0},
+    "first_step_s": {"local": 10.0, "*": 60.0},
+    "recovery_s": {"local": 30.0, "*": 120.0},
+}
+CHECKPOINT_PRIOR = {"local": (0.05, 1 / 1e9), "bucket": (1.0, 1 / 100e6)}  # (fixed s, s/byte)
+BYTES_PER_PARAM_PRIOR = 12.0  # fp32 weights plus two Adam moments
+
+
+class FitError(ValueError):
+    """Data that cannot be fitted; the message names the fix."""
+
+
+# -- throughput ---------------------------------------------------------------------------
+
+def throughput_data(store, include_published: bool = True):
+    """(features, throughput, measured [value, lo, hi] per config, skip reasons), one row per
+    distinct configuration (repeats are reduced to their median)."""
+    import pandas as pd
+
+    sql = "SELECT * FROM trials WHERE status = 'finished' AND throughput > 0"
+    trials = store.query(sql)
+    if not include_published:
+        trials = [t for t in trials if t["source"] != "published"]
+    features, kept, skipped = trial_features(trials, model_features(store.rows("models")))
+    if not kept:
+        return features, np.array([]), {}, skipped
+    frame = pd.DataFrame({
+        "key": config_keys(features),
+        "throughput": [t["throughput"] for t in kept],
+        "lo": [t["throughput_lo"] or t["throughput"] for t in kept],
+        "hi": [t["throughput_hi"] or t["throughput"] for t in kept],
+    })
+    frame["row"] = np.arange(len(frame))
+    grouped = frame.groupby("key", sort=True).agg(
+        throughput=("throughput", "median"), lo=("lo", "min"), hi=("hi", "max"), row=("row", "min"))
+    measured = {key: [float(r.throughput), float(r.lo), float(r.hi)]
+                for key, r in grouped.iterrows()}
+    return take(features, grouped["row"].to_numpy()), grouped["throughput"].to_numpy(), \
+        measured, skipped
+
+
+def fit_throughput_core(features: dict, throughput: np.ndarray) -> dict:
+    """Physical coefficients and the log-linear correction (no intervals)."""
+    from scipy.optimize import least_squares
+
+    log_seconds = np.log(step_seconds(features, throughput))
+    X = physics.design_matrix(features)
+    log_prior = np.log([physics.PRIOR[t] for t in physics.TERMS])
+    weight = math.sqrt(PRIOR_STRENGTH)
+
+    # Log error of each configuration, plus one row per coefficient pulling it towards its
+    # prior: a term the data never exercises keeps the prior.
+    def residuals(log_theta: np.ndarray) -> np.ndarray:
+        predicted = np.log(physics.combine(X, np.exp(log_theta)))
+        return np.concatenate([predicted - log_seconds, weight * (log_theta - log_prior)])
+
+    log_theta = least_squares(residuals, log_prior, method="trf", x_scale=1.0).x
+    coefficients = {t: float(v) for t, v in zip(physics.TERMS, np.exp(log_theta))}
+    residual = log_seconds - np.log(physics.step_time(features, coefficients))
+    return {"coefficients": coefficients, "correction": fit_correction(features, residual)}
+
+
+def fit_correction(features: dict, residual: np.ndarray) -> dict:
+    """Ridge regression of log(measured/physics) on standardised transferable inputs."""
+    from sklearn.linear_model import Ridge
+
+    inputs = physics.correction_inputs(features) if len(residual) > 2 else {}
+    names = [n for n in CORRECTION_INPUTS if n in inputs and np.ptp(inputs[n]) > 1e-9]
+    if not names:
+        return {"inputs": [], "mean": [], "scale": [], "low": [], "high": [], "coef": [],
+                "intercept": float(np.mean(residual)) if len(residual) else 0.0}
+    z = np.column_stack([inputs[n] for n in names])
+    mean, scale = z.mean(axis=0), z.std(axis=0)
+    model = Ridge(alpha=RIDGE_ALPHA).fit((z - mean) / scale, residual)
+    return {"inputs": names, "mean": mean.tolist(), "scale": scale.tolist(),
+            "low": z.min(axis=0).tolist(), "high": z.max(axis=0).tolist(),
+            "coef": model.coef_.tolist(), "intercept": float(model.intercept_)}
+
+
+def fit_throughput(features: dict, throughput: np.ndarray, measured: dict) -> dict:
+    """The artifact's `throughput` section: core fit, seen configurations, calibration."""
+    spec = fit_throughput_core(features, throughput) if len(throughput) else {
+        "coefficients": dict(physics.PRIOR), "correction": fit_correction(features, np.array([]))}
+    spec["seen"] = {"configs": measured, "model_gpu": seen_ranges(features)}
+    spec["calibration"] = calibrate(features, throughput)
+    return spec
+
+
+def predict_throughput(spec: dict, features: dict) -> np.ndarray:
+    return Artifact({"throughput": spec}).predict("throughput", features).value
+
+
+def step_seconds(features: dict, throughput: np.ndarray) -> np.ndarray:
+    workers = np.asarray(features["nodes"], float) * np.asarray(features["gpus_per_node"], float)
+    return workers * np.asarray(features["batch_per_gpu"], float) / np.asarray(throughput, float)
+
+
+def seen_ranges(features: dict) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    workers = np.asarray(features["nodes"], float) * np.asarray(features["gpus_per_node"], float)
+    for model, gpu, w in zip(features["model"], features["gpu"], workers):
+        key = f"{model}|{gpu}".lower()
+        low, high = out.get(key, [w, w])
+        out[key] = [float(min(low, w)), float(max(high, w))]
+    return dict(sorted(out.items()))
+
+
+def out_of_fold(features: dict, throughput: np.ndarray, splitter, groups=None) -> np.ndarray:
+    """log(measured / predicted) for every row, each predicted by a fit that never saw it."""
+    residual = np.full(len(throughput), np.nan)
+    for train, test in splitter.split(throughput, groups=groups):
+        core = fit_throughput_core(take(features, train), throughput[train])
+        spec = {**core, "seen": {"configs": {}, "model_gpu": {}},
+                "calibration": {"extrapolated": [0.0, 0.0]}}
+        predicted = predict_throughput(spec, take(features, test))
+        residual[test] = np.log(throughput[test] / predicted)
+    return residual
+
+
+def calibrate(features: dict, throughput: np.ndarray) -> dict[str, list[float]]:
+    """Split-conformal log-residual quantiles: random folds for interpolation, whole models
+    held out for extrapolation."""
+    from sklearn.model_selection import KFold, LeaveOneGroupOut
+
+    out = {name: [-s, s] for name, s in DEFAULT_SPREAD.items()}
+    n = len(throughput)
+    if n >= 10:
+        folds = KFold(n_splits=5, shuffle=True, random_state=SEED)
+        out["interpolated"] = conformal(out_of_fold(features, throughput, folds))
+    models = np.asarray(features["model"]) if n else np.array([])
+    if n >= 10 and len(np.unique(models)) >= 3:
+        out["extrapolated"] = conformal(
+            out_of_fold(features, throughput, LeaveOneGroupOut(), groups=models))
+    # Less evidence never gets a narrower interval.
+    for weaker, stronger in (("interpolated", "measured"), ("extrapolated", "interpolated")):
+        out[weaker] = [min(out[weaker][0], out[stronger][0]), max(out[weaker][1], out[stronger][1])]
+    return out
+
+
+def conformal(residual: np.ndarray, miscoverage: float = MISCOVERAGE) -> list[float]:
+    """Two-sided split-conformal quantiles with the finite-sample correction."""
+    r = np.sort(residual[np.isfinite(residual)])
+    n = len(r)
+    level = min(1.0, math.ceil((n + 1) * (1 - miscoverage / 2)) / n)
+    return [float(np.quantile(r, 1 - level)), float(np.quantile(r, level))]
+
+
+# -- overheads ----------------------------------------------------------------------------
+
+def fit_grouped(rows: list[tuple[str, str, bool, float]], prior: dict[str, float]) -> dict:
+    """Medians per (provider, gpu, spot), (provider, spot), provider and overall."""
+    levels = (lambda p, g, s: f"{p}|{g}|{int(s)}", lambda p, g, s: f"{p}|{int(s)}",
+              lambda p, g, s: p, lambda p, g, s: "*")
+    rows = [(str(p or "").lower(), str(g or "").lower(), bool(s), float(v))
+            for p, g, s, v in rows if v is not None and v > 0]
+    groups: dict[str, float] = {}
+    residuals: dict[str, list[float]] = {}
+    for level, label in zip(levels, ("measured", "interpolated", "interpolated", "extrapolated")):
+        buckets: dict[str, list[float]] = {}
+        for p, g, s, v in rows:
+            buckets.setdefault(level(p, g, s), []).append(v)
+        for key, values in buckets.items():
+            groups[key] = float(np.median(values))
+            residuals.setdefault(label, []).extend(np.log(np.array(values) / groups[key]))
+    calibration = {name: [-s, s] for name, s in DEFAULT_SPREAD.items()}
+    for label, r in residuals.items():
+        if len(r) >= 10:
+            calibration[label] = conformal(np.array(r))
+    return {"groups": dict(sorted(groups.items())), "prior": prior, "calibration": calibration}
+
+
+def fit_checkpoint(rows: list[dict]) -> dict:
+    """save_s = fixed + bytes / bandwidth, per storage target, by NNLS on relative error."""
+    from scipy.optimize import nnls
+
+    ratios = [r["bytes"] / r["params"] for r in rows if r.get("bytes") and r.get("params")]
+    spec: dict[str, Any] = {
+        "bytes_per_param": float(np.median(ratios)) if ratios else BYTES_PER_PARAM_PRIOR,
+        "targets": {}}
+    residuals = []
+    for target, (fixed, per_byte) in CHECKPOINT_PRIOR.items():
+        mine = [r for r in rows if (r.get("target") or "local") == target
+                and r.get("bytes") and r.get("save_s")]
+        nbytes = np.array([r["bytes"] for r in mine], float)
+        save = np.array([r["save_s"] for r in mine], float)
+        if len(np.unique(nbytes)) >= 2:
+            A = np.column_stack([np.ones_like(nbytes), nbytes]) / save[:, None]
+            (fixed, per_byte), _ = nnls(A, np.ones_like(save))
+        elif len(mine):  # one size: keep the prior bandwidth, fit the fixed cost
+            fixed = max(0.0, float(np.median(save - per_byte * nbytes)))
+        residuals.extend(np.log(save / (fixed + per_byte * nbytes)))
+        spec["targets"][target] = {
+            "fixed_s": float(fixed), "s_per_byte": float(per_byte), "n": len(mine),
+            "bytes_range": [float(nbytes.min()), float(nbytes.max())] if len(mine) else [0.0, 0.0],
+            "models": sorted({str(r["model"]) for r in mine if r.get("model")})}
+    spread = DEFAULT_SPREAD["interpolated"]
+    calibration = {name: [-s, s] for name, s in DEFAULT_SPREAD.items()}
+    if len(residuals) >= 10:
+        q = conformal(np.array(residuals))
+        calibration = {name: [min(q[0], -spread), max(q[1], spread)] for name in DEFAULT_SPREAD}
+        calibration["extrapolated"] = [min(q[0], -DEFAULT_SPREAD["extrapolated"]),
+                                       max(q[1], DEFAULT_SPREAD["extrapolated"])]
+    spec["calibration"] = calibration
+    return spec
+
+
+# -- the whole artifact -------------------------------------------------------------------
+
+def overhead_rows(store) -> dict[str, list]:
+    """(provider, gpu, spot, seconds) rows of each overhead the artifact predicts."""
+    vm, first = [], []
+    for r in store.rows("startups"):
+        parts = [r[k] for k in ("provisioning_s", "staging_s", "booting_s") if r[k] is not None]
+        if parts:
+            vm.append((r["provider"], r["gpu_type"], r["spot"], sum(parts)))
+        first.append((r["provider"], r["gpu_type"], r["spot"], r["first_step_s"]))
+    for t in store.query("SELECT provider, gpu_type, spot, time_to_first_step FROM trials "
+                         "WHERE provider = 'local' AND status = 'finished'"):
+        first.append((t["provider"], t["gpu_type"], t["spot"], t["time_to_first_step"]))
+    recovery = [(r["provider"], r["gpu_type"], r["spot"], r["first_step_after_s"])
+                for r in store.query(
+                    "SELECT t.provider, t.gpu_type, t.spot, r.first_step_after_s "
+                    "FROM revocations r JOIN trials t ON r.trial_id = t.id")]
+    return {"vm_s": vm, "first_step_s": first, "recovery_s": recovery}
+
+
+def fit_store(path: str | Path, include_published: bool = True) -> tuple[dict, dict]:
+    """(artifact document, summary of what was used) from a measurement store."""
+    from advisor.survival import fit_lifetimes, load_prior
+    from profiler.store import Store, now_iso
+
+    with Store(path) as store:
+        features, throughput, measured, skipped = throughput_data(store, include_published)
+        overheads = overhead_rows(store)
+        checkpoints = [r for r in store.rows("checkpoints")
+                       if include_published or r["source"] != "published"]
+        lifetimes = store.rows("lifetimes")
+    prior_rows, buckets = load_prior()
+    grouped = {name: fit_grouped(rows, OVERHEAD_PRIORS[name]) for name, rows in overheads.items()}
+    training = {
+        "throughput": sorted(measured.items()),
+        "overheads": {k: sorted(map(str, v)) for k, v in overheads.items()},
+        "checkpoints": sorted(str([r[k] for k in ("model", "bytes", "target", "save_s")])
+                              for r in checkpoints),
+        "lifetimes": sorted(str([r[k] for k in ("provider", "gpu_type", "region", "spot",
+                                                "lifetime_s", "revoked")]) for r in lifetimes),
+    }
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "fitted_at": now_iso(),
+        "library_versions": _versions(),
+        "training_data": {
+            "sha256": hashlib.sha256(json.dumps(training, sort_keys=True).encode()).hexdigest(),
+            "include_published": include_published,
+            "throughput_configs": len(throughput),
+            "models": sorted(set(features["model"].tolist())) if len(throughput) else [],
+            "gpus": sorted(set(features["gpu"].tolist())) if len(throughput) else [],
+            "startups": len(overheads["vm_s"]), "checkpoints": len(checkpoints),
+            "revocations": len(overheads["recovery_s"]), "lifetimes": len(lifetimes),
+        },
+        "features": list(physics.TERMS),
+        "throughput": fit_throughput(features, throughput, measured),
+        "startup_s": {"vm_s": grouped["vm_s"], "first_step_s": grouped["first_step_s"]},
+        "checkpoint_s": fit_checkpoint(checkpoints),
+        "recovery_s": grouped["recovery_s"],
+        "lifetime": {"fitted": fit_lifetimes(lifetimes), "prior": prior_rows,
+                     "aws_buckets": buckets},
+    }
+    return _rounded(doc), {"skipped": skipped}
+
+
+def write_artifact(doc: dict, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for name in ("gpu-advisor", "numpy", "pandas", "scikit-learn", "scipy"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def _rounded(value: Any) -> Any:
+    """Floats to 8 significant digits: the artifact stays readable and reproducible across
+    platforms' last-bit differences."""
+    if isinstance(value, float):
+        return float(f"{value:.8g}") if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    return value

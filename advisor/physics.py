@@ -1,0 +1,144 @@
+"""The physical step-time model: roofline compute time plus communication time.
+
+A training step of one worker costs
+
+    t = a_fp32 * F*b / P_fp32 + a_tensor * F*b / P_tensor      (compute at a fraction of peak)
+      + a_mem * A*b / BW_mem                                    (memory traffic of activations)
+      + a_fixed                                                  (launches, framework, input)
+      + a_inter * 2(N-1)/N * G / BW_net                          (ring all-reduce between nodes)
+      + a_intra * 2(g-1)/g * G / BW_intra                        (all-reduce inside a node)
+      + a_ps_link * 2G / BW_net                                  (own push + pull to the PS)
+
+and, with parameter servers, no step is faster than the servers can serve all W workers:
+
+    t_server = a_ps_server * 2G * W / (ps * BW_net),   step = (t^P + t_server^P)^(1/P)
+
+(a smooth maximum: throughput grows with workers until the servers' links saturate), with F FLOPs per sample (forward + backward), b the per-GPU batch, A activation bytes per
+sample, G gradient bytes, N nodes, g GPUs per node, W workers. Each coefficient `a` is the
+inverse of an achieved efficiency (or, for communication, the exposed fraction after overlap
+over the achieved share of bandwidth), so the model has few physical parameters and
+extrapolates to GPUs and cluster sizes it never saw. numpy only: it is on the recommend path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Order of the design-matrix columns; the artifact stores coefficients in this order.
+TERMS = ("compute_fp32", "compute_tensor", "memory", "fixed", "allreduce_inter",
+         "allreduce_intra", "ps_link", "ps_server")
+WORKER_TERMS = len(TERMS) - 1  # every term but the last adds to a worker's step
+SMOOTH_MAX_POWER = 4.0
+
+# Prior coefficients: what the fit is pulled towards, and what a term keeps when the training
+# data does not exercise it. Achieved fractions from published ResNet-50 runs (~30% of FP32
+# peak, ~15% of tensor peak), activations read and written ~3 times, 5 ms fixed cost, half of
+# the communication hidden behind backward.
+PRIOR = {
+    "compute_fp32": 1 / 0.35,
+    "compute_tensor": 1 / 0.15,
+    "memory": 3.0,
+    "fixed": 0.005,
+    "allreduce_inter": 0.5,
+    "allreduce_intra": 0.5,
+    "ps_link": 0.5,
+    "ps_server": 1.0,
+}
+
+# GPUs older than Ampere have no TF32 mode: `tf32` runs at their FP32 rate.
+NO_TF32 = frozenset({"K80", "P100", "V100", "T4", "M60", "P4"})
+# Nominal intra-node all-reduce bandwidth (bytes/s); the fitted coefficient rescales it.
+INTRA_NODE_BYTES_PER_S = 100e9
+HALF_PRECISION = ("amp", "bf16", "fp16")
+
+
+def _arr(features: dict, key: str, dtype=float) -> np.ndarray:
+    return np.asarray(features[key], dtype=dtype)
+
+
+def uses_tensor_cores(features: dict) -> np.ndarray:
+    """True where the arithmetic runs on tensor cores (16-bit, or TF32 on Ampere and later)."""
+    precision = np.char.lower(np.asarray(features["precision"], dtype=str))
+    names, inverse = np.unique(np.asarray(features["gpu"], dtype=str), return_inverse=True)
+    no_tf32 = np.array([n.split("-")[0].upper() in NO_TF32 for n in names], dtype=bool)
+    has_tensor = _arr(features, "gpu_tensor_tflops") > 0
+    half = np.isin(precision, HALF_PRECISION)
+    tf32 = (precision == "tf32") & ~no_tf32[inverse].reshape(precision.shape)
+    return has_tensor & (half | tf32)
+
+
+def design_matrix(features: dict) -> np.ndarray:
+    """Per-row seconds of each term at coefficient 1: shape (n, len(TERMS))."""
+    flops = _arr(features, "flops_per_sample") * _arr(features, "batch_per_gpu")
+    precision = np.char.lower(np.asarray(features["precision"], dtype=str))
+    tensor = uses_tensor_cores(features)
+    tf32 = precision == "tf32"
+    tensor_peak = _arr(features, "gpu_tensor_tflops") * np.where(tf32, 0.5, 1.0)
+    fp32_peak = _arr(features, "gpu_fp32_tflops")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        compute_fp32 = np.where(tensor, 0.0, flops / (fp32_peak * 1e12))
+        compute_tensor = np.where(tensor, flops / (np.where(tensor, tensor_peak, 1.0) * 1e12), 0.0)
+    # 16-bit activations move half the bytes.
+    act_scale = np.where(np.isin(precision, HALF_PRECISION), 0.5, 1.0)
+    activation = np.nan_to_num(_arr(features, "activation_bytes"))
+    memory = activation * act_scale * _arr(features, "batch_per_gpu") / (
+        _arr(features, "gpu_mem_bw_gbps") * 1e9)
+
+    nodes = _arr(features, "nodes")
+    per_node = _arr(features, "gpus_per_node")
+    grad = _arr(features, "gradient_bytes")
+    net = _arr(features, "network_gbps") * 1e9 / 8
+    ps_sync = np.char.lower(np.asarray(features["sync"], dtype=str)) == "ps"
+    ps_count = np.maximum(np.nan_to_num(_arr(features, "ps_count"), nan=1.0), 1.0)
+    workers = nodes * per_node
+    inter = np.where(ps_sync, 0.0, 2 * (nodes - 1) / nodes * grad / net)
+    intra = np.where(ps_sync, 0.0, 2 * (per_node - 1) / per_node * grad / INTRA_NODE_BYTES_PER_S)
+    ps_link = np.where(ps_sync, 2 * grad / net, 0.0)
+    ps_server = np.where(ps_sync, 2 * grad * workers / (ps_count * net), 0.0)
+    fixed = np.ones_like(flops)
+    return np.column_stack(
+        [compute_fp32, compute_tensor, memory, fixed, inter, intra, ps_link, ps_server]
+    ).astype(float)
+
+
+def combine(design: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """Seconds per step from the design matrix and coefficients (in TERMS order)."""
+    worker = design[:, :WORKER_TERMS] @ theta[:WORKER_TERMS]
+    server = design[:, WORKER_TERMS] * theta[WORKER_TERMS]
+    return (worker ** SMOOTH_MAX_POWER + server ** SMOOTH_MAX_POWER) ** (1 / SMOOTH_MAX_POWER)
+
+
+def step_time(features: dict, coefficients: dict | None = None) -> np.ndarray:
+    """Seconds per step of one worker under the physical model."""
+    coef = {**PRIOR, **(coefficients or {})}
+    return combine(design_matrix(features), np.array([coef[t] for t in TERMS]))
+
+
+def cluster_throughput(features: dict, seconds_per_step: np.ndarray) -> np.ndarray:
+    """Samples/s of the whole cluster: every worker finishes a batch per step."""
+    workers = _arr(features, "nodes") * _arr(features, "gpus_per_node")
+    return workers * _arr(features, "batch_per_gpu") / seconds_per_step
+
+
+def effective_peak_tflops(features: dict) -> np.ndarray:
+    """The roofline ceiling the arithmetic runs under (tensor cores or FP32)."""
+    tensor = uses_tensor_cores(features)
+    tf32 = np.char.lower(np.asarray(features["precision"], dtype=str)) == "tf32"
+    tensor_peak = _arr(features, "gpu_tensor_tflops") * np.where(tf32, 0.5, 1.0)
+    return np.where(tensor, tensor_peak, _arr(features, "gpu_fp32_tflops"))
+
+
+def correction_inputs(features: dict) -> dict[str, np.ndarray]:
+    """Transferable log-scale descriptors the learned correction may use."""
+    peak = effective_peak_tflops(features)
+    flops = _arr(features, "flops_per_sample")
+    activation = np.maximum(np.nan_to_num(_arr(features, "activation_bytes")), 1.0)
+    return {
+        "log_flops": np.log(flops),
+        "log_batch": np.log(_arr(features, "batch_per_gpu")),
+        "log_peak": np.log(peak),
+        "log_balance": np.log(_arr(features, "gpu_mem_bw_gbps") / peak),
+        "log_workers": np.log(_arr(features, "nodes") * _arr(features, "gpus_per_node")),
+        "log_intensity": np.log(flops / activation),
+        "log_params": np.log(np.maximum(_arr(features, "params"), 1.0)),
+    }

@@ -1,0 +1,39 @@
+"""Build datasets/model_artifact.json from the data the repository ships, and nothing else.
+
+A temporary store receives datasets/measurements/*.json (the local sweeps) and
+datasets/published_throughput.csv through the same importers a user runs; `advisor fit` then
+fits on it. Never reads ../shared/reference: third-party data must not enter the artifact.
+
+    .venv/bin/python scripts/build_artifact.py [--output datasets/model_artifact.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATASETS = ROOT / "datasets"
+
+
+def build(output: Path) -> None:
+    advisor = [sys.executable, "-c", "from advisor.cli import main; main()"]
+    with tempfile.TemporaryDirectory() as tmp:
+        store = str(Path(tmp) / "shipped.db")
+        imports = [["data", "import", "published", str(DATASETS / "published_throughput.csv")]]
+        imports += [["data", "import", "runs", str(path)]
+                    for path in sorted((DATASETS / "measurements").glob("*.json"))]
+        for args in imports:
+            subprocess.run(advisor + args + ["--store", store, "--format", "json"], check=True,
+                           stdout=subprocess.DEVNULL)
+        subprocess.run(advisor + ["fit", "--store", store, "--output", str(output),
+                                  "--format", "json"], check=True, stdout=subprocess.DEVNULL)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, default=DATASETS / "model_artifact.json")
+    build(parser.parse_args().output)
