@@ -1,0 +1,455 @@
+"""GCP provider: Compute Engine GPU VMs, on-demand or Spot, through google-cloud-compute.
+
+Nodes boot a Deep Learning VM image whose startup script (cloud/bootstrap.py) starts the node
+agent; results go to a bucket, so no inbound SSH is ever opened. A node deletes itself after
+`max_run_seconds` (max_run_duration + DELETE) should the orchestrator die. Clients are passed
+in; without them Application Default Credentials are used.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import datetime
+from typing import Any
+
+from cloud.bootstrap import check_no_credentials, startup_script
+from cloud.provider import (
+    NODE_LABEL,
+    SWEEP_LABEL,
+    TRIAL_LABEL,
+    CapacityError,
+    ClusterSpec,
+    CredentialsError,
+    Node,
+    NodeState,
+    PlannedRequest,
+    Provider,
+    ProviderError,
+    ProviderEvent,
+    QuotaError,
+    cluster_name,
+)
+
+DEFAULT_IMAGE = (
+    "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11-py310"
+)
+DEFAULT_ZONES = ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f")
+NAME_PREFIX = "gpuadv-"
+STOCKOUT_CODES = ("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
+PREEMPTED_OPERATION = "compute.instances.preempted"
+# GPUs attached to N1 machines as guest accelerators.
+N1_ACCELERATORS = {
+    "T4": "nvidia-tesla-t4",
+    "V100": "nvidia-tesla-v100",
+    "P100": "nvidia-tesla-p100",
+    "K80": "nvidia-tesla-k80",
+}
+# Accelerator-optimised families carry their GPUs in the machine type.
+G2_GPUS = {"g2-standard-24": 2, "g2-standard-48": 4, "g2-standard-96": 8}  # other g2: 1
+STATES = {
+    "PROVISIONING": NodeState.PENDING,
+    "STAGING": NodeState.PENDING,
+    "RUNNING": NodeState.RUNNING,
+    "STOPPING": NodeState.STOPPING,
+    "SUSPENDING": NodeState.STOPPING,
+    "SUSPENDED": NodeState.TERMINATED,
+    "TERMINATED": NodeState.TERMINATED,
+}
+
+
+def _compute():
+    try:
+        from google.cloud import compute_v1
+    except ImportError:
+        raise ProviderError(
+            "the gcp provider needs google-cloud-compute; pip install 'gpu-advisor[gcp]'"
+        ) from None
+    return compute_v1
+
+
+def built_in_gpus(machine_type: str) -> tuple[str, int] | None:
+    """(GPU type, count) of an accelerator-optimised machine type, None for N1 and others."""
+    family = machine_type.split("-")[0]
+    if family == "g2":
+        return "L4", G2_GPUS.get(machine_type, 1)
+    count = re.search(r"-(\d+)g$", machine_type)
+    if family == "a2" and count:
+        return ("A100-80GB" if "ultragpu" in machine_type else "A100-40GB"), int(count[1])
+    if family == "a3" and count:
+        return "H100-80GB", int(count[1])
+    return None
+
+
+def accelerators(spec: ClusterSpec) -> list[tuple[str, int]]:
+    """Guest accelerators to attach, after checking the GPU fits the machine type."""
+    built_in = built_in_gpus(spec.instance_type)
+    if built_in is not None:
+        gpu, count = built_in
+        if spec.gpu_type and (spec.gpu_type != gpu or spec.gpus_per_node not in (0, count)):
+            raise ProviderError(
+                f"{spec.instance_type} comes with {count} x {gpu}, not {spec.gpus_per_node} x "
+                f"{spec.gpu_type}; pick the machine type that matches (e.g. a2 for A100, "
+                "g2 for L4, a3 for H100)"
+            )
+        return []
+    if not spec.gpu_type or not spec.gpus_per_node:
+        return []
+    if not spec.instance_type.startswith("n1-") or spec.gpu_type not in N1_ACCELERATORS:
+        raise ProviderError(
+            f"GCP attaches {spec.gpu_type} only to "
+            + ("n1 machine types" if spec.gpu_type in N1_ACCELERATORS else "its own a2/g2/a3 types")
+            + f", not {spec.instance_type}; use e.g. n1-standard-8 with T4/V100/P100"
+        )
+    return [(N1_ACCELERATORS[spec.gpu_type], spec.gpus_per_node)]
+
+
+def instance_name(cluster: str, node: int) -> str:
+    return f"{NAME_PREFIX}{cluster.replace('_', '-')[:50]}-{node}"
+
+
+def _timestamp(text: str) -> float | None:
+    return datetime.fromisoformat(text).timestamp() if text else None
+
+
+def _error_codes(operation) -> list[str]:
+    return [e.code for e in operation.error.errors] if operation.error else []
+
+
+class GcpProvider(Provider):
+    name = "gcp"
+
+    def __init__(
+        self,
+        project: str | None = None,
+        *,
+        instances=None,
+        zone_operations=None,
+        region: str | None = None,
+        install: str | None = None,
+        clock=time.time,
+    ):
+        self.project = project
+        self.region = region
+        self._instances, self._operations = instances, zone_operations
+        self._install, self._clock = install, clock
+        self._nodes: dict[str, list[Node]] = {}  # cluster -> nodes this process launched
+        self._seen: dict[str, dict[str, float]] = {}  # node -> status -> first seen
+        self._reported: set[tuple[str, str]] = set()  # (node or operation, kind)
+
+    # -- clients --------------------------------------------------------------------------
+
+    def _clients(self):
+        if self._instances is None or self._operations is None:
+            compute_v1 = _compute()
+            import google.auth
+            from google.auth.exceptions import DefaultCredentialsError
+
+            try:
+                credentials, default_project = google.auth.default()
+            except DefaultCredentialsError:
+                raise CredentialsError(
+                    "no Google credentials found; run `gcloud auth application-default login` "
+                    "or set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file"
+                ) from None
+            self.project = self.project or default_project
+            self._instances = compute_v1.InstancesClient(credentials=credentials)
+            self._operations = compute_v1.ZoneOperationsClient(credentials=credentials)
+        if not self.project:
+            raise ProviderError("no GCP project; pass --project or set GOOGLE_CLOUD_PROJECT")
+        return self._instances, self._operations
+
+    # -- requests -------------------------------------------------------------------------
+
+    def _zones(self, spec: ClusterSpec) -> tuple[str, ...]:
+        if spec.zones:
+            return spec.zones
+        region = spec.region or self.region
+        return tuple(f"{region}-{z}" for z in "abcf") if region else DEFAULT_ZONES
+
+    def instance_body(self, spec: ClusterSpec, node: int, zone: str, rendezvous: str | None):
+        compute_v1 = _compute()
+        script = startup_script(
+            spec, node, provider=self.name, rendezvous_host=rendezvous, install=self._install
+        )
+        labels = spec.labels(node)
+        check_no_credentials(repr(labels), "labels")
+        return compute_v1.Instance(
+            name=instance_name(spec.cluster, node),
+            machine_type=f"zones/{zone}/machineTypes/{spec.instance_type}",
+            labels=labels,
+            disks=[
+                compute_v1.AttachedDisk(
+                    boot=True,
+                    auto_delete=True,
+                    initialize_params=compute_v1.AttachedDiskInitializeParams(
+                        source_image=spec.image or DEFAULT_IMAGE, disk_size_gb=100
+                    ),
+                )
+            ],
+            # An external address for outbound pip/bucket traffic; no firewall rule opens SSH.
+            network_interfaces=[
+                compute_v1.NetworkInterface(
+                    network="global/networks/default",
+                    access_configs=[compute_v1.AccessConfig(name="External NAT")],
+                )
+            ],
+            guest_accelerators=[
+                compute_v1.AcceleratorConfig(
+                    accelerator_type=f"zones/{zone}/acceleratorTypes/{kind}",
+                    accelerator_count=count,
+                )
+                for kind, count in accelerators(spec)
+            ],
+            scheduling=compute_v1.Scheduling(
+                provisioning_model="SPOT" if spec.spot else "STANDARD",
+                on_host_maintenance="TERMINATE",  # GPUs cannot live-migrate
+                automatic_restart=False,
+                instance_termination_action="DELETE",
+                max_run_duration=compute_v1.Duration(seconds=spec.max_run_seconds),
+            ),
+            metadata=compute_v1.Metadata(
+                items=[
+                    compute_v1.Items(key="startup-script", value=script),
+                    compute_v1.Items(key="install-nvidia-driver", value="True"),
+                ]
+            ),
+            service_accounts=[
+                compute_v1.ServiceAccount(
+                    email="default",
+                    scopes=["https://www.googleapis.com/auth/devstorage.read_write"],
+                )
+            ],
+        )
+
+    def plan(self, spec: ClusterSpec) -> list[PlannedRequest]:
+        compute_v1 = _compute()
+        zone = self._zones(spec)[0]
+        return [
+            PlannedRequest(
+                self.name,
+                "compute.instances.insert",
+                {
+                    "project": self.project or "<default project>",
+                    "zone": zone,
+                    "zone_fallback": list(self._zones(spec)[1:]),
+                    "instance": compute_v1.Instance.to_dict(
+                        self.instance_body(spec, node, zone, "<node 0 internal address>")
+                    ),
+                },
+            )
+            for node in range(spec.nodes)
+        ]
+
+    # -- launch ---------------------------------------------------------------------------
+
+    def launch(self, spec: ClusterSpec) -> list[Node]:
+        accelerators(spec)  # a bad machine/GPU pair fails before any request
+        stockouts = []
+        for zone in self._zones(spec):
+            try:
+                nodes = self._launch_in_zone(spec, zone)
+            except CapacityError as exc:
+                stockouts.append(f"{zone} ({exc})")
+                continue
+            self._nodes[spec.cluster] = nodes
+            return nodes
+        raise CapacityError(
+            f"no capacity for {spec.nodes} x {spec.instance_type} in {', '.join(stockouts)}; "
+            "add zones to the spec or try another GPU type"
+        )
+
+    def _launch_in_zone(self, spec: ClusterSpec, zone: str) -> list[Node]:
+        # Node 0 first: the others rendezvous on its internal address.
+        nodes = [self._insert(spec, 0, zone, None)]
+        try:
+            for index in range(1, spec.nodes):
+                nodes.append(self._insert(spec, index, zone, nodes[0].internal_address))
+        except CapacityError:
+            self.terminate(nodes)  # a partial cluster is useless; try the next zone whole
+            raise
+        return nodes
+
+    def _insert(self, spec: ClusterSpec, index: int, zone: str, rendezvous: str | None) -> Node:
+        from google.api_core import exceptions
+
+        instances, _ = self._clients()
+        body = self.instance_body(spec, index, zone, rendezvous)
+        launched_at = self._clock()
+        try:
+            operation = instances.insert_unary(
+                project=self.project, zone=zone, instance_resource=body
+            )
+            self._wait(operation, zone)
+        except exceptions.Conflict:
+            pass  # it exists already: launch is idempotent
+        except exceptions.GoogleAPICallError as exc:
+            raise self._api_error(exc, spec, zone) from None
+        found = instances.get(project=self.project, zone=zone, instance=body.name)
+        self._seen.setdefault(body.name, {}).setdefault(found.status, self._clock())
+        address = found.network_interfaces[0].network_i_p if found.network_interfaces else None
+        return Node(
+            provider=self.name,
+            cluster=spec.cluster,
+            index=index,
+            id=body.name,
+            region=zone.rsplit("-", 1)[0],
+            zone=zone,
+            internal_address=address or None,
+            spot=spec.spot,
+            launched_at=launched_at,
+            labels=dict(found.labels),
+        )
+
+    def _wait(self, operation, zone: str) -> None:
+        """Wait for a zone operation; raise the provider error its error codes mean."""
+        compute_v1 = _compute()
+        _, operations = self._clients()
+        while operation.status != compute_v1.Operation.Status.DONE:
+            operation = operations.wait(project=self.project, zone=zone, operation=operation.name)
+        codes = _error_codes(operation)
+        messages = "; ".join(e.message for e in operation.error.errors) if codes else ""
+        if any(code in STOCKOUT_CODES for code in codes):
+            raise CapacityError(f"{zone} is out of stock")
+        if "QUOTA_EXCEEDED" in codes:
+            raise QuotaError(f"{messages}; request a quota increase in the GCP console")
+        if codes:
+            raise ProviderError(f"GCP refused the request in {zone}: {messages}")
+
+    def _api_error(self, exc, spec: ClusterSpec, zone: str) -> ProviderError:
+        text = str(exc)
+        if "QUOTA" in text.upper():
+            return QuotaError(
+                f"GCP quota does not allow {spec.instance_type} in {zone}: {exc.message}; "
+                "request a quota increase in the GCP console (IAM & Admin > Quotas)"
+            )
+        if any(code in text for code in STOCKOUT_CODES):
+            return CapacityError(f"{zone} is out of stock")
+        if exc.code in (401, 403):
+            return CredentialsError(f"GCP denied access ({exc.message}); check the credentials")
+        return ProviderError(f"GCP error in {zone}: {exc.message}")
+
+    # -- observe --------------------------------------------------------------------------
+
+    def _find(self, filter_: str) -> list[Any]:
+        instances, _ = self._clients()
+        found = []
+        pages = instances.aggregated_list(
+            request={"project": self.project, "filter": filter_}
+        )
+        for _, scoped in pages:
+            found.extend(scoped.instances)
+        return found
+
+    def _cluster_instances(self, cluster: str) -> list[Any]:
+        prefix = re.escape(instance_name(cluster, 0)[:-1])
+        return self._find(f'name eq "{prefix}[0-9]+"')
+
+    def list(self, cluster: str) -> dict[str, NodeState]:
+        return {i.name: STATES.get(i.status, NodeState.PENDING) for i in self._cluster_instances(cluster)}
+
+    def poll_events(self, cluster: str) -> list[ProviderEvent]:
+        now = self._clock()
+        events = self._preemptions(cluster)
+        preempted = {e.node_id for e in events} | {n for n, k in self._reported if k == "preempted"}
+        alive = {}
+        for instance in self._cluster_instances(cluster):
+            alive[instance.name] = instance
+            seen = self._seen.setdefault(instance.name, {})
+            seen.setdefault(instance.status, now)
+            if instance.status == "RUNNING" and self._first(instance.name, "running"):
+                events.append(self._running_event(cluster, instance, seen, now))
+            elif STATES.get(instance.status) is NodeState.TERMINATED and instance.name not in preempted:
+                if self._first(instance.name, "terminated"):
+                    events.append(ProviderEvent(instance.name, "terminated", now))
+        for node in self._nodes.get(cluster, []):
+            gone = node.id not in alive and node.id not in preempted
+            if gone and self._first(node.id, "terminated"):
+                events.append(ProviderEvent(node.id, "terminated", now))
+        return events
+
+    def _first(self, key: str, kind: str) -> bool:
+        if (key, kind) in self._reported:
+            return False
+        self._reported.add((key, kind))
+        return True
+
+    def _running_event(self, cluster: str, instance, seen: dict[str, float], now: float):
+        """Start-up phases as CM-DARE split them, from what GCP and our polls saw."""
+        launched = next((n.launched_at for n in self._nodes.get(cluster, []) if n.id == instance.name), None)
+        launched = launched or _timestamp(instance.creation_timestamp)
+        running = _timestamp(instance.last_start_timestamp) or seen.get("RUNNING", now)
+        staged = seen.get("STAGING")
+        detail = {
+            "created_at": _timestamp(instance.creation_timestamp),
+            "running_at": running,
+            "provisioning_s": (staged or running) - launched if launched else None,
+            "staging_s": running - staged if staged else None,
+        }
+        return ProviderEvent(instance.name, "running", running, detail)
+
+    def _preemptions(self, cluster: str) -> list[ProviderEvent]:
+        _, operations = self._clients()
+        names = {n.id for n in self._nodes.get(cluster, [])}
+        zones = {n.zone for n in self._nodes.get(cluster, [])}
+        events = []
+        for zone in sorted(zones):
+            query = {"project": self.project, "zone": zone,
+                     "filter": f'operationType="{PREEMPTED_OPERATION}"'}
+            for op in operations.list(request=query):
+                node = op.target_link.rsplit("/", 1)[-1]
+                if node in names and self._first(node, "preempted"):
+                    at = _timestamp(op.insert_time) or self._clock()
+                    events.append(ProviderEvent(node, "preempted", at, {"operation": op.name}))
+        return events
+
+    # -- end ------------------------------------------------------------------------------
+
+    def terminate(self, nodes: list[Node]) -> None:
+        from google.api_core import exceptions
+
+        instances, _ = self._clients()
+        pending = []
+        for node in nodes:
+            try:
+                op = instances.delete_unary(project=self.project, zone=node.zone, instance=node.id)
+                pending.append((op, node.zone))
+            except exceptions.NotFound:
+                continue  # gone already
+        for op, zone in pending:
+            try:
+                self._wait(op, zone)
+            except ProviderError as exc:
+                if "not found" not in str(exc).lower():
+                    raise
+
+    def revoke(self, node: Node) -> None:
+        instances, _ = self._clients()
+        op = instances.simulate_maintenance_event_unary(
+            project=self.project, zone=node.zone, instance=node.id
+        )
+        self._wait(op, node.zone)
+
+    def leftovers(self, older_than_s: float | None = None) -> list[Node]:
+        now = self._clock()
+        nodes = []
+        for instance in self._find(f"labels.{SWEEP_LABEL}:*"):
+            created = _timestamp(instance.creation_timestamp) or now
+            if older_than_s is not None and now - created < older_than_s:
+                continue
+            labels = dict(instance.labels)
+            zone = instance.zone.rsplit("/", 1)[-1]
+            nodes.append(
+                Node(
+                    provider=self.name,
+                    cluster=cluster_name(labels.get(SWEEP_LABEL, ""), labels.get(TRIAL_LABEL, "")),
+                    index=int(labels.get(NODE_LABEL, 0)),
+                    id=instance.name,
+                    region=zone.rsplit("-", 1)[0],
+                    zone=zone,
+                    spot=instance.scheduling.provisioning_model == "SPOT",
+                    launched_at=created,
+                    labels=labels,
+                )
+            )
+        return nodes

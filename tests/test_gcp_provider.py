@@ -1,0 +1,196 @@
+"""GcpProvider against a local endpoint that receives google-cloud-compute's real REST
+requests: the tests assert the exact requests (path, JSON body) and the handling of GCP's
+answers (operations, stock-outs, quota, preemption)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("google.cloud.compute_v1")
+
+from fakes.gcp import fake_gcp  # noqa: E402
+
+from cloud.gcp import GcpProvider, accelerators, instance_name  # noqa: E402
+from cloud.provider import (  # noqa: E402
+    CapacityError,
+    ClusterSpec,
+    CredentialsError,
+    NodeState,
+    ProviderError,
+    QuotaError,
+)
+
+INSERT = "/compute/v1/projects/test-project/zones/{zone}/instances"
+
+
+def spec(**fields) -> ClusterSpec:
+    values = dict(sweep="s1", trial="t1", nodes=2, instance_type="n1-standard-8",
+                  gpu_type="T4", gpus_per_node=2, spot=True, zones=("us-central1-a", "us-central1-b"),
+                  max_run_seconds=5400, agent_config={"sink": "gs://bucket/results", "model": "resnet18"})
+    values.update(fields)
+    return ClusterSpec(**values)
+
+
+@pytest.fixture
+def gcp():
+    with fake_gcp() as pair:
+        yield pair
+
+
+def test_insert_request_is_exact(gcp):
+    provider, fake = gcp
+    nodes = provider.launch(spec())
+    inserts = fake.calls("POST", "/instances")
+    assert [r.path for r in inserts] == [INSERT.format(zone="us-central1-a")] * 2
+    body = inserts[0].body
+    assert body["name"] == "gpuadv-s1-t1-0"
+    assert body["machineType"] == "zones/us-central1-a/machineTypes/n1-standard-8"
+    assert body["guestAccelerators"] == [{
+        "acceleratorType": "zones/us-central1-a/acceleratorTypes/nvidia-tesla-t4",
+        "acceleratorCount": 2}]
+    assert body["scheduling"] == {
+        "provisioningModel": "SPOT", "onHostMaintenance": "TERMINATE", "automaticRestart": False,
+        "instanceTerminationAction": "DELETE", "maxRunDuration": {"seconds": "5400"}}
+    assert body["labels"] == {"gpuadvisor-sweep": "s1", "gpuadvisor-trial": "t1",
+                              "gpuadvisor-node": "0"}
+    assert body["disks"][0]["initializeParams"]["sourceImage"].startswith(
+        "projects/deeplearning-platform-release/global/images/family/")
+    items = {i["key"]: i["value"] for i in body["metadata"]["items"]}
+    script = items["startup-script"]
+    assert "python -m profiler.agent --config /etc/gpuadvisor/agent.json" in script
+    assert '"sink": "gs://bucket/results"' in script and '"rendezvous_host": null' in script
+    # Node 1 is told node 0's internal address, read back after node 0 was created.
+    later = {i["key"]: i["value"] for i in inserts[1].body["metadata"]["items"]}
+    assert f'"rendezvous_host": "{nodes[0].internal_address}"' in later["startup-script"]
+    assert nodes[0].internal_address == "10.128.0.2"
+    assert [n.id for n in nodes] == ["gpuadv-s1-t1-0", "gpuadv-s1-t1-1"]
+    assert all(n.zone == "us-central1-a" and n.spot for n in nodes)
+
+
+def test_on_demand_and_built_in_gpus():
+    with fake_gcp() as (provider, fake):
+        provider.launch(spec(nodes=1, spot=False, instance_type="a2-highgpu-4g",
+                             gpu_type="A100-40GB", gpus_per_node=4))
+        body = fake.calls("POST", "/instances")[0].body
+    assert "guestAccelerators" not in body
+    assert body["scheduling"]["provisioningModel"] == "STANDARD"
+    assert body["scheduling"]["instanceTerminationAction"] == "DELETE"
+
+
+@pytest.mark.parametrize("machine, gpu, count", [
+    ("g2-standard-8", "L4", 1), ("g2-standard-48", "L4", 4),
+    ("a2-ultragpu-8g", "A100-80GB", 8), ("a3-highgpu-8g", "H100-80GB", 8)])
+def test_accelerator_optimised_families_accept_their_gpu(machine, gpu, count):
+    assert accelerators(spec(instance_type=machine, gpu_type=gpu, gpus_per_node=count)) == []
+
+
+@pytest.mark.parametrize("machine, gpu, count", [
+    ("n1-standard-8", "A100-40GB", 1), ("e2-standard-8", "T4", 1),
+    ("a2-highgpu-1g", "H100-80GB", 1), ("g2-standard-8", "L4", 2)])
+def test_mismatched_machine_and_gpu_is_refused_before_any_request(machine, gpu, count):
+    with fake_gcp() as (provider, fake):
+        with pytest.raises(ProviderError, match=machine):
+            provider.launch(spec(instance_type=machine, gpu_type=gpu, gpus_per_node=count))
+        assert fake.requests == []
+
+
+def test_stockout_falls_back_to_next_zone(gcp):
+    provider, fake = gcp
+    fake.stockout_zones.add("us-central1-a")
+    nodes = provider.launch(spec(nodes=1))
+    assert [n.zone for n in nodes] == ["us-central1-b"]
+    assert [r.path for r in fake.calls("POST", "/instances")] == [
+        INSERT.format(zone="us-central1-a"), INSERT.format(zone="us-central1-b")]
+
+
+def test_stockout_everywhere_is_a_capacity_error(gcp):
+    provider, fake = gcp
+    fake.stockout_zones.update({"us-central1-a", "us-central1-b"})
+    with pytest.raises(CapacityError, match="us-central1-a.*us-central1-b"):
+        provider.launch(spec())
+
+
+def test_quota_is_reported_plainly(gcp):
+    provider, fake = gcp
+    fake.quota_zones.add("us-central1-a")
+    with pytest.raises(QuotaError, match="NVIDIA_T4_GPUS.*quota increase"):
+        provider.launch(spec())
+    assert len(fake.calls("POST", "/instances")) == 1  # quota is not retried in other zones
+
+
+def test_launch_is_idempotent(gcp):
+    provider, fake = gcp
+    first = provider.launch(spec())
+    again = provider.launch(spec())
+    assert [n.id for n in again] == [n.id for n in first]
+    assert len(fake.instances) == 2
+
+
+def test_preemption_from_simulated_maintenance(gcp):
+    provider, fake = gcp
+    nodes = provider.launch(spec())
+    provider.revoke(nodes[1])
+    assert fake.calls("POST", f"/instances/{nodes[1].id}/simulateMaintenanceEvent")
+    events = provider.poll_events(nodes[0].cluster)
+    preempted = [e for e in events if e.kind == "preempted"]
+    assert [e.node_id for e in preempted] == [nodes[1].id]
+    ops = fake.calls("GET", "/zones/us-central1-a/operations")
+    assert ops[0].query["filter"] == ['operationType="compute.instances.preempted"']
+    assert provider.list(nodes[0].cluster) == {nodes[0].id: NodeState.RUNNING}
+    assert not [e for e in provider.poll_events(nodes[0].cluster) if e.kind == "preempted"]
+
+
+def test_running_event_carries_startup_phases(gcp):
+    provider, _ = gcp
+    nodes = provider.launch(spec(nodes=1))
+    events = []
+    for _ in range(4):
+        events += provider.poll_events(nodes[0].cluster)
+    running = [e for e in events if e.kind == "running"]
+    assert len(running) == 1
+    detail = running[0].detail
+    assert detail["running_at"] == pytest.approx(1714666541.0)  # lastStartTimestamp
+    assert detail["created_at"] == pytest.approx(1714666503.512)
+    assert detail["staging_s"] is not None and detail["provisioning_s"] is not None
+
+
+def test_terminate_deletes_and_is_idempotent(gcp):
+    provider, fake = gcp
+    nodes = provider.launch(spec())
+    provider.terminate(nodes)
+    provider.terminate(nodes)
+    assert fake.instances == {}
+    deletes = fake.calls("DELETE")
+    assert sorted(r.path.rsplit("/", 1)[-1] for r in deletes) == sorted([n.id for n in nodes] * 2)
+
+
+def test_leftovers_are_found_by_label(gcp):
+    provider, fake = gcp
+    provider.launch(spec(trial="a", nodes=1))
+    provider.launch(spec(trial="b", nodes=1))
+    left = provider.leftovers()
+    assert sorted(n.id for n in left) == ["gpuadv-s1-a-0", "gpuadv-s1-b-0"]
+    assert fake.calls("GET", "/aggregated/instances")[-1].query["filter"] == [
+        "labels.gpuadvisor-sweep:*"]
+    assert provider.leftovers(older_than_s=10 * 365 * 86400) == []
+
+
+def test_plan_sends_nothing():
+    with fake_gcp() as (provider, fake):
+        planned = provider.plan(spec())
+        assert fake.requests == []
+    assert [p.action for p in planned] == ["compute.instances.insert"] * 2
+    assert planned[0].body["zone_fallback"] == ["us-central1-b"]
+    assert planned[0].body["instance"]["scheduling"]["provisioning_model"] == "SPOT"
+
+
+def test_missing_credentials_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    with pytest.raises(CredentialsError, match="gcloud auth application-default login"):
+        GcpProvider("p").launch(spec(nodes=1))
+
+
+def test_instance_names_are_valid_gcp_names():
+    name = instance_name("x" * 63, 12)
+    assert len(name) <= 63 and name.endswith("-12")
+    assert instance_name("a_b", 0) == "gpuadv-a-b-0"
