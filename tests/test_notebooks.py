@@ -50,3 +50,14 @@ def test_notebook_runs(notebook, tmp_path, this_python_kernel):
     images = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])
               if "image/png" in o.get("data", {})]
     assert images, "the notebook shows no plot inline"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebooks_reading_cmdare_are_committed_without_outputs(notebook):
+    """CM-DARE's data must not land in the repository, not even as a plot or a table."""
+    import nbformat
+
+    nb = nbformat.read(notebook, as_version=4)
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    if any("cmdare" in cell.source.lower() for cell in code):
+        assert all(not cell.get("outputs") for cell in code)
