@@ -1,1 +1,277 @@
-"""Filled in by its owner."""
+"""`advisor recommend`: the cheapest cluster that meets a deadline, or the fastest within a
+budget, over every GCP and AWS offering, node count and market. numpy only: no torch, pandas,
+scikit-learn or cloud SDK on this path."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from advisor.cli.app import app
+from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit_csv, emit_json, fail, warn
+
+PLAN_COLUMNS = (
+    "rank", "provider", "region", "instance_type", "shape", "market", "throughput",
+    "time_p50", "time_p90", "cost_p50", "cost_p90", "p_deadline", "provenance",
+)  # fmt: skip
+HEADERS = {
+    "instance_type": "instance", "shape": "GPUs x nodes", "throughput": "samples/s",
+    "time_p50": "time P50", "time_p90": "time P90", "cost_p50": "cost P50 $",
+    "cost_p90": "cost P90 $", "p_deadline": "P(deadline)",
+}  # fmt: skip
+
+
+def _split(values: Optional[list[str]]) -> list[str]:
+    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+
+
+@app.command("recommend")
+def recommend(
+    model: str = typer.Argument(..., help="zoo model, e.g. resnet50, bert-base"),
+    deadline: Optional[str] = typer.Option(
+        None, help="finish by: 90m, 24h, 2d, 1d12h, or plain hours"),
+    budget: Optional[str] = typer.Option(None, help="spend at most this many USD: 500, $1200"),
+    confidence: float = typer.Option(
+        0.9, min=0.5, max=0.99, help="probability the plan meets the deadline/budget"),
+    epochs: Optional[float] = typer.Option(None, help="epochs (default: the model card's)"),
+    samples: Optional[int] = typer.Option(None, help="samples per epoch (default: the card's)"),
+    steps: Optional[int] = typer.Option(
+        None, help="total optimizer steps instead of epochs (samples = steps x global batch)"),
+    batch_size: Optional[int] = typer.Option(None, help="per-GPU batch (default: the card's)"),
+    precision: str = typer.Option("fp32", help="fp32, amp or bf16"),
+    provider: Optional[list[str]] = typer.Option(None, help="only these providers: gcp, aws"),
+    region: Optional[list[str]] = typer.Option(None, help="only these regions (repeatable)"),
+    gpu: Optional[list[str]] = typer.Option(None, help="only these GPUs: T4, V100, A100, ..."),
+    max_nodes: int = typer.Option(8, help="largest cluster to consider, in nodes"),
+    top: int = typer.Option(10, min=1, help="plans to show"),
+    fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP),
+    plot: Optional[Path] = typer.Option(None, help="write the time-cost Pareto frontier PNG"),
+    explain: bool = typer.Option(False, help="show scaling, revocation risk and what was cut"),
+    artifact: Optional[Path] = typer.Option(
+        None, help="fitted model artifact (default: datasets/model_artifact.json)"),
+    catalog: Optional[list[Path]] = typer.Option(
+        None, help="catalog CSV to read instead of the shipped ones (repeatable)"),
+) -> None:
+    """Recommend the cheapest GPU cluster that trains MODEL by the deadline, or the fastest
+    one within the budget (give either or both). Spot plans carry a Monte Carlo of
+    revocations; times and costs are quoted at --confidence.
+
+    Examples:
+
+      advisor recommend resnet50 --deadline 24h
+
+      advisor recommend bert-base --budget 300 --provider aws --precision amp
+
+      advisor recommend resnet50 --deadline 2d --budget 400 --gpu V100,A100 --explain
+
+      advisor recommend resnet18 --deadline 6h --format json --plot frontier.png
+    """
+    from advisor.candidates import CandidateError, Filters, enumerate_candidates
+    from advisor.durations import parse_budget, parse_deadline
+    from advisor.optimizer import Constraints, rank_plans
+    from advisor.workload import WorkloadError, build_workload
+
+    if deadline is None and budget is None:
+        fail("give --deadline (e.g. 24h) or --budget (e.g. 500 USD), or both")
+    try:
+        constraints = Constraints(
+            deadline_s=parse_deadline(deadline) if deadline is not None else None,
+            budget_usd=parse_budget(budget) if budget is not None else None,
+            confidence=confidence,
+        )
+        work = build_workload(_cards(), model, epochs=epochs, samples=samples, steps=steps,
+                              batch_size=batch_size, precision=precision)
+    except (ValueError, WorkloadError) as error:
+        fail(str(error))
+    offerings, as_of = _catalog(catalog)
+    try:
+        candidates = enumerate_candidates(
+            offerings, work, Filters(_split(provider), _split(region), _split(gpu), max_nodes))
+    except CandidateError as error:
+        fail(str(error))
+    if not len(candidates):
+        reasons = "; ".join(f"{n} {why}" for why, n in candidates.dropped.items())
+        fail(f"no offering can run {work.model} at batch {work.batch_per_gpu} ({reasons}); "
+             "try a smaller --batch-size, --precision amp, or other GPUs", 1)
+    estimator = _artifact(artifact)
+    plans = rank_plans(work, candidates, estimator, estimator.lifetime, constraints)
+
+    if plans.pick is None:
+        fail(_nothing_meets(plans), 1)
+    _report(plans, work, as_of, fmt, top, explain, estimator)
+    if plot is not None:
+        from advisor.plot import plot_frontier
+
+        try:
+            plot_frontier(plans, plot, f"{work.model}: time and cost of every plan")
+        except (OSError, RuntimeError) as error:
+            fail(f"cannot write the plot {plot}: {error}")
+
+
+def _cards():
+    from profiler.cards import load_cards
+
+    try:
+        return load_cards()
+    except (OSError, ValueError, KeyError) as error:
+        fail(f"cannot read the model cards ({error}); restore datasets/model_cards.csv", 1)
+
+
+def _catalog(files: Optional[list[Path]]):
+    from cloud.catalog import CatalogError, StaleCatalogWarning, load_catalog
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", StaleCatalogWarning)
+        try:
+            loaded = load_catalog(files or None)
+        except CatalogError as error:
+            fail(f"{error}; restore the file or rebuild it with `advisor catalog refresh`")
+    for warning in caught:
+        warn(str(warning.message))
+    if not loaded.offerings:
+        fail("the price catalog holds no offering; run `advisor catalog refresh`", 1)
+    as_of = min(o.as_of for o in loaded.offerings).isoformat()
+    return loaded.as_arrays(), as_of
+
+
+def _artifact(path: Optional[Path]):
+    from advisor.artifact import ArtifactError, load_artifact
+
+    try:
+        return load_artifact(path)
+    except ArtifactError as error:
+        fail(str(error), 1)
+
+
+def _describe(plans, row: int) -> dict:
+    """One plan as plain values, for every output format."""
+    p = plans
+
+    def number(name, digits=2):
+        return round(float(p[name][row]), digits)
+
+    return {
+        "provider": str(p["provider"][row]), "region": str(p["region"][row]),
+        "instance_type": str(p["instance_type"][row]), "gpu": str(p["gpu_type"][row]),
+        "gpus_per_node": int(p["gpus_per_node"][row]), "nodes": int(p["nodes"][row]),
+        "shape": f"{int(p['gpus_per_node'][row])}x{p['gpu_type'][row]} x {int(p['nodes'][row])}",
+        "market": "spot" if p["spot"][row] else "on-demand",
+        "price_per_node_hour": number("price_per_node_hour", 4),
+        "throughput": number("throughput", 1), "throughput_lo": number("throughput_lo", 1),
+        "throughput_hi": number("throughput_hi", 1),
+        "time_p50_s": number("time_p50", 0), "time_p90_s": number("time_p90", 0),
+        "cost_p50": number("cost_p50"), "cost_p90": number("cost_p90"),
+        "time_at_confidence_s": number("time_conf", 0), "cost_at_confidence": number("cost_conf"),
+        "p_deadline": number("p_deadline", 3) if p.constraints.deadline_s is not None else None,
+        "p_budget": number("p_budget", 3) if p.constraints.budget_usd is not None else None,
+        "revocations_expected": number("revocations", 2),
+        "checkpoint_interval_s": (number("checkpoint_interval_s", 0)
+                                  if p["spot"][row] and float(p["checkpoint_interval_s"][row])
+                                  < float("inf") else None),
+        "provenance": str(p["provenance"][row]),
+    }
+
+
+def _nothing_meets(plans) -> str:
+    import numpy as np
+
+    from advisor.durations import format_duration
+
+    c = plans.constraints
+    time, cost = plans["time_conf"], plans["cost_conf"]
+    want = " and ".join(
+        ([f"the {format_duration(c.deadline_s)} deadline"] if c.deadline_s is not None else [])
+        + ([f"the ${c.budget_usd:,.0f} budget"] if c.budget_usd is not None else []))
+
+    def name(row):
+        d = _describe(plans, row)
+        return (f"{d['provider']} {d['instance_type']} x{d['nodes']} {d['market']} in "
+                f"{d['region']} ({format_duration(time[row])}, ${cost[row]:,.0f})")
+
+    finite = np.flatnonzero(np.isfinite(time))
+    if not len(finite):
+        return f"no plan meets {want}: spot revocations outpace progress on every candidate"
+    fastest = finite[np.argmin(time[finite])]
+    cheapest = finite[np.argmin(cost[finite])]
+    return (f"no plan meets {want} at {c.confidence:.0%} confidence; the fastest is "
+            f"{name(fastest)} and the cheapest is {name(cheapest)}")
+
+
+def _report(plans, work, as_of, fmt, top, explain, estimator) -> None:
+    from advisor.durations import format_duration
+    from advisor.explain import explanation, render
+
+    rows = [{"rank": rank, **_describe(plans, int(row))}
+            for rank, row in enumerate(plans.ranked[:top], 1)]
+    pick = rows[0]
+    explained = None
+    if explain:
+        lifetime = estimator.lifetime(pick["provider"], pick["gpu"], pick["region"],
+                                      pick["market"] == "spot")
+        explained = explanation(plans, lifetime)
+    if fmt is Format.json:
+        c = plans.constraints
+        emit_json({
+            "pick": pick, "plans": rows, "workload": work.describe(),
+            "constraints": {"deadline_s": c.deadline_s, "budget_usd": c.budget_usd,
+                            "confidence": c.confidence},
+            "assumptions": _assumptions(),
+            "catalog": {"as_of": as_of, "candidates": len(plans.candidates)},
+            **({"explain": explained} if explained else {}),
+        })
+        return
+    if fmt is Format.csv:
+        emit_csv(rows, ["rank", *[k for k in pick if k != "shape"]])
+        return
+    _table(rows, plans, work, as_of, format_duration)
+    if explained:
+        from rich.console import Console
+
+        Console().print("\n".join(render(explained)), highlight=False, markup=False)
+
+
+def _table(rows, plans, work, as_of, format_duration) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    c = plans.constraints
+    goal = " and ".join(
+        ([f"deadline {format_duration(c.deadline_s)}"] if c.deadline_s is not None else [])
+        + ([f"budget ${c.budget_usd:,.0f}"] if c.budget_usd is not None else []))
+    table = Table(title=f"{work.model}, {goal} at {c.confidence:.0%} confidence "
+                        f"({len(plans.ranked):,} of {len(plans.candidates):,} plans feasible; "
+                        f"prices as of {as_of})")
+    for column in PLAN_COLUMNS:
+        table.add_column(HEADERS.get(column, column),
+                         justify="left" if column in ("provider", "region", "instance_type",
+                                                      "shape", "market", "provenance") else "right")
+    for row in rows:
+        cells = {
+            **row, "rank": f"* {row['rank']}" if row["rank"] == 1 else str(row["rank"]),
+            "throughput": f"{row['throughput']:,.0f}",
+            "time_p50": format_duration(row["time_p50_s"]),
+            "time_p90": format_duration(row["time_p90_s"]),
+            "cost_p50": f"{row['cost_p50']:,.2f}", "cost_p90": f"{row['cost_p90']:,.2f}",
+            "p_deadline": "-" if row["p_deadline"] is None else f"{row['p_deadline']:.2f}",
+        }
+        table.add_row(*(str(cells[col]) for col in PLAN_COLUMNS),
+                      style="bold green" if row["rank"] == 1 else None)
+    Console().print(table)
+
+
+def _assumptions() -> dict:
+    from advisor import optimizer, risk, workload
+
+    return {
+        "draws": optimizer.DRAWS, "seed": optimizer.SEED,
+        "throughput_interval_coverage": optimizer.INTERVAL_COVERAGE,
+        "checkpoint_interval": "Young/Daly sqrt(2 x checkpoint_s x cluster MTBF)",
+        "revocation_cost": "recovery_s + startup_s / nodes + work since the last checkpoint",
+        "sync": "allreduce (DDP)",
+        "optimizer_state_bytes_per_param": workload.OPTIMIZER_STATE_BYTES,
+        "memory_reserve_gib": workload.CONTEXT_RESERVE_BYTES / workload.GIB,
+        "max_simulated_run_s": risk.MAX_HORIZON_S,
+    }

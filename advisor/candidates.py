@@ -1,0 +1,144 @@
+"""Every cluster the advisor could recommend: catalog offering x node count x market, as numpy
+columns, after the user's filters and the GPU-memory check."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from advisor.workload import GIB, Workload
+
+# Columns of Catalog.as_arrays() carried onto every candidate.
+OFFERING_COLUMNS = (
+    "provider", "region", "instance_type", "gpu_type", "gpus_per_node", "network_gbps",
+    "interconnect",
+)
+
+
+class CandidateError(ValueError):
+    """A filter names something the catalog does not hold; the message lists what it does."""
+
+
+@dataclass(frozen=True)
+class Filters:
+    providers: Sequence[str] = ()
+    regions: Sequence[str] = ()
+    gpus: Sequence[str] = ()
+    max_nodes: int = 8
+
+
+@dataclass
+class Candidates:
+    """Equal-length columns, one row per (offering, nodes, market)."""
+
+    columns: dict[str, np.ndarray]
+    dropped: Counter = field(default_factory=Counter)  # reason -> candidates dropped
+
+    def __len__(self) -> int:
+        return len(self.columns["nodes"])
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    def take(self, index: np.ndarray) -> "Candidates":
+        return Candidates({k: v[index] for k, v in self.columns.items()}, self.dropped)
+
+    def features(self, workload: Workload) -> dict[str, np.ndarray]:
+        """The feature columns Artifact.predict expects (docs/interfaces.md)."""
+        n = len(self)
+        c = self.columns
+        return {
+            "model": np.full(n, workload.model),
+            "params": np.full(n, workload.params),
+            "flops_per_sample": np.full(n, workload.flops_per_sample),
+            "gradient_bytes": np.full(n, workload.gradient_bytes),
+            "activation_bytes": np.full(n, workload.activation_bytes_per_sample),
+            "gpu": c["gpu_type"],
+            "gpu_fp32_tflops": c["gpu_fp32_tflops"],
+            "gpu_tensor_tflops": c["gpu_tensor_tflops"],
+            "gpu_mem_bw_gbps": c["gpu_mem_bw_gbps"],
+            "gpu_memory_gb": c["gpu_memory_gb"],
+            "nodes": c["nodes"],
+            "gpus_per_node": c["gpus_per_node"],
+            "network_gbps": c["network_gbps"],
+            "sync": np.full(n, "allreduce"),
+            "ps_count": np.zeros(n, dtype=int),
+            "batch_per_gpu": np.full(n, workload.batch_per_gpu),
+            "precision": np.full(n, workload.precision),
+            "provider": c["provider"],
+            "spot": c["spot"],
+        }
+
+
+def enumerate_candidates(
+    offerings: Mapping[str, np.ndarray],
+    workload: Workload,
+    filters: Filters,
+    gpu_spec: Callable | None = None,
+) -> Candidates:
+    """All candidates for `workload`; raises CandidateError on a filter naming nothing."""
+    if gpu_spec is None:
+        from cloud.gpus import gpu_spec
+    provider = np.asarray(offerings["provider"]).astype(str)
+    region = np.asarray(offerings["region"]).astype(str)
+    gpu = np.asarray(offerings["gpu_type"]).astype(str)
+    if filters.max_nodes < 1:
+        raise CandidateError(f"--max-nodes must be at least 1, got {filters.max_nodes}")
+
+    price_on_demand = np.asarray(offerings["price_on_demand"], dtype=float)
+    price_spot = np.asarray(offerings["price_spot"], dtype=float)  # NaN where no spot market
+    # Rows each offering expands to: every node count, on-demand and (where priced) spot.
+    rows_per_offering = filters.max_nodes * (1 + np.isfinite(price_spot))
+    keep = np.ones(len(provider), dtype=bool)
+    reasons: Counter = Counter()
+    for label, wanted, values in (("provider", filters.providers, provider),
+                                  ("region", filters.regions, region),
+                                  ("GPU", filters.gpus, gpu)):
+        if not wanted:
+            continue
+        known = sorted(set(values))
+        # A GPU filter also takes the family: "A100" matches A100-40GB and A100-80GB.
+        names = np.char.lower(values)
+        family = np.array([v.split("-")[0] for v in names]) if label == "GPU" else names
+        accepted = set(names) | set(family)
+        unknown = sorted(w for w in wanted if w.lower() not in accepted)
+        if unknown:
+            raise CandidateError(
+                f"unknown {label} {', '.join(unknown)}; the catalog has: {', '.join(known)}"
+            )
+        lowered = [w.lower() for w in wanted]
+        match = np.isin(names, lowered) | np.isin(family, lowered)
+        reasons[f"{label} filter"] += int(rows_per_offering[keep & ~match].sum())
+        keep &= match
+
+    specs = {name: gpu_spec(name) for name in sorted(set(gpu))}
+    memory_gb = np.array([specs[g].memory_gb for g in gpu], dtype=float)
+    fits = workload.memory_per_gpu_bytes() <= memory_gb * GIB
+    need = workload.memory_per_gpu_bytes() / GIB
+    for g in sorted(set(gpu[keep & ~fits])):
+        reasons[f"memory: needs {need:.1f} GiB per GPU, {g} has {specs[g].memory_gb:g} GB"] += (
+            int(rows_per_offering[keep & ~fits & (gpu == g)].sum())
+        )
+    keep &= fits
+
+    rows = []
+    for spot, price in ((False, price_on_demand), (True, price_spot)):
+        priced = keep & np.isfinite(price)
+        index = np.repeat(np.flatnonzero(priced), filters.max_nodes)
+        nodes = np.tile(np.arange(1, filters.max_nodes + 1), int(priced.sum()))
+        rows.append((index, nodes, np.full(len(index), spot), price[index]))
+
+    index, nodes, spot, price = (np.concatenate(parts) for parts in zip(*rows))
+    columns = {name: np.asarray(offerings[name])[index] for name in OFFERING_COLUMNS}
+    columns["provider"], columns["region"] = provider[index], region[index]
+    columns["gpu_type"] = gpu[index]
+    columns.update(offering=index, nodes=nodes, spot=spot, price_per_node_hour=price)
+    for attr in ("memory_gb", "fp32_tflops", "mem_bw_gbps"):
+        columns[f"gpu_{attr}"] = np.array([getattr(specs[g], attr) for g in gpu], float)[index]
+    columns["gpu_tensor_tflops"] = np.array(
+        [specs[g].tensor_tflops or 0.0 for g in gpu], float
+    )[index]
+    return Candidates(columns, reasons)

@@ -1,0 +1,101 @@
+"""Why the pick: how the pick's instance scales node by node, what revocations risk on it, and
+what was filtered out and why."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from advisor.durations import format_duration
+from advisor.optimizer import Plans
+from advisor.risk import mean_lifetime_s
+
+# Or, Zhang and Freedman (MLSys 2020) keep adding workers while each added one contributes at
+# least this share of what an existing worker does (throughput-scaling efficiency).
+SCALING_EFFICIENCY_THRESHOLD = 0.5
+
+
+def scaling(plans: Plans, row: int) -> list[dict]:
+    """Throughput of the row's instance and market at every node count, with the marginal
+    scaling efficiency of each added node: (T(n) - T(n-1)) / (T(n-1) / (n-1))."""
+    c = plans.candidates
+    same = np.flatnonzero((c["offering"] == c["offering"][row]) & (c["spot"] == c["spot"][row]))
+    same = same[np.argsort(c["nodes"][same])]
+    steps, previous, scaling_ok = [], None, True
+    for index in same:
+        nodes, throughput = int(c["nodes"][index]), float(plans["throughput"][index])
+        efficiency = None
+        if previous is not None:
+            prev_nodes, prev_throughput = previous
+            efficiency = (throughput - prev_throughput) / (prev_throughput / prev_nodes)
+            scaling_ok = scaling_ok and efficiency >= SCALING_EFFICIENCY_THRESHOLD
+        steps.append({
+            "nodes": nodes,
+            "throughput": round(throughput, 2),
+            "speedup": round(throughput / float(plans["throughput"][same[0]]), 3),
+            "marginal_efficiency": None if efficiency is None else round(efficiency, 3),
+            "worth_adding": scaling_ok,
+        })
+        previous = (nodes, throughput)
+    return steps
+
+
+def revocation_risk(plans: Plans, row: int, lifetime) -> dict:
+    """What spot revocations do to the row's plan (nothing for on-demand)."""
+    if not plans["spot"][row]:
+        return {"market": "on-demand", "revocations_expected": 0.0}
+    nodes = int(plans["nodes"][row])
+    return {
+        "market": "spot",
+        "node_lifetime": {"shape": lifetime.shape, "scale_s": lifetime.scale_s,
+                          "mean_s": round(mean_lifetime_s(lifetime)), "source": lifetime.source},
+        "cluster_mtbf_s": round(mean_lifetime_s(lifetime) / nodes),
+        "revocations_expected": round(float(plans["revocations"][row]), 2),
+        "checkpoint_interval_s": round(float(plans["checkpoint_interval_s"][row])),
+        "time_p50_s": round(float(plans["time_p50"][row])),
+        "time_p90_s": round(float(plans["time_p90"][row])),
+    }
+
+
+def filtered(plans: Plans) -> dict[str, int]:
+    """Candidates dropped before scoring and candidates missing a constraint, with counts."""
+    return {**plans.candidates.dropped, **plans.misses}
+
+
+def explanation(plans: Plans, lifetime) -> dict:
+    row = plans.pick
+    return {
+        "scaling": scaling(plans, row) if row is not None else [],
+        "scaling_threshold": SCALING_EFFICIENCY_THRESHOLD,
+        "revocation_risk": revocation_risk(plans, row, lifetime) if row is not None else None,
+        "filtered": filtered(plans),
+    }
+
+
+def render(explained: dict) -> list[str]:
+    """The explanation as lines for people."""
+    lines = []
+    if explained["scaling"]:
+        lines.append("Scaling of the pick's instance (marginal efficiency of each added node; "
+                     f"worth adding while >= {explained['scaling_threshold']}):")
+        for step in explained["scaling"]:
+            eff = step["marginal_efficiency"]
+            mark = "" if eff is None else f"  efficiency {eff:.2f}" + (
+                "" if step["worth_adding"] else "  (past the knee)")
+            lines.append(f"  {step['nodes']} node(s): {step['throughput']:,.1f} samples/s, "
+                         f"speed-up {step['speedup']:.2f}x{mark}")
+    risk = explained["revocation_risk"]
+    if risk and risk["market"] == "spot":
+        life = risk["node_lifetime"]
+        lines.append(
+            f"Revocation risk: node life Weibull(shape {life['shape']:g}, mean "
+            f"{format_duration(life['mean_s'])}; {life['source']}), cluster MTBF "
+            f"{format_duration(risk['cluster_mtbf_s'])}, {risk['revocations_expected']:g} "
+            f"revocations expected, checkpoint every {format_duration(risk['checkpoint_interval_s'])}"
+            f" (Young/Daly); time P50 {format_duration(risk['time_p50_s'])}, "
+            f"P90 {format_duration(risk['time_p90_s'])}")
+    elif risk:
+        lines.append("Revocation risk: none (on-demand nodes are not revoked)")
+    if explained["filtered"]:
+        lines.append("Filtered out:")
+        lines.extend(f"  {count:>7,}  {reason}" for reason, count in explained["filtered"].items())
+    return lines

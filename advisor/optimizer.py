@@ -1,0 +1,183 @@
+"""Rank candidate clusters for a workload: a pure function of (workload, candidates, estimator,
+revocation model, constraints) to plans, vectorised over every candidate. No I/O.
+
+Time of a plan = start-up + samples / throughput, plus, on spot, what revocations cost
+(advisor.risk). The estimator's throughput interval is read as a log-normal error shared by
+all candidates in each draw (common random numbers), so on-demand plans have a spread too and
+every plan is compared on the same draws. Quantiles are empirical over the draws; a plan meets
+the deadline (budget) when its time (cost) at the chosen confidence does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Callable
+
+import numpy as np
+
+from advisor.candidates import Candidates
+from advisor.risk import simulate_spot
+from advisor.workload import Workload
+
+DRAWS = 200
+SEED = 2020
+# Two-sided coverage the estimator's [lo, hi] interval is taken to have.
+INTERVAL_COVERAGE = 0.9
+
+
+@dataclass(frozen=True)
+class Constraints:
+    deadline_s: float | None = None
+    budget_usd: float | None = None
+    confidence: float = 0.9
+
+
+@dataclass
+class Plans:
+    """Scores of every candidate (same row order) and the ranking of the feasible ones."""
+
+    candidates: Candidates
+    constraints: Constraints
+    scores: dict[str, np.ndarray]
+    ranked: np.ndarray  # feasible rows, best first
+    misses: Counter = field(default_factory=Counter)  # constraint -> candidates missing it
+
+    @property
+    def pick(self) -> int | None:
+        return int(self.ranked[0]) if len(self.ranked) else None
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.scores[name] if name in self.scores else self.candidates[name]
+
+
+def rank_plans(
+    workload: Workload,
+    candidates: Candidates,
+    estimator,
+    lifetime: Callable,
+    constraints: Constraints,
+    draws: int = DRAWS,
+    seed: int = SEED,
+) -> Plans:
+    """Score every candidate and rank the feasible ones: cheapest at the confidence level when
+    there is a deadline, fastest when there is only a budget."""
+    rng = np.random.default_rng(seed)
+    features = candidates.features(workload)
+    throughput = estimator.predict("throughput", features)
+    startup = estimator.predict("startup_s", features).value
+    nodes, spot = candidates["nodes"], candidates["spot"]
+    samples = workload.total_samples(nodes * candidates["gpus_per_node"])
+    price = candidates["price_per_node_hour"]
+
+    z = np.sort(rng.standard_normal(draws))  # shared log-throughput errors, ascending
+    sigma = _log_sigma(throughput)
+    quantiles = {"p50": 0.5, "p90": 0.9, "conf": constraints.confidence}
+    time = {name: np.empty(len(candidates)) for name in quantiles}
+    within = {"deadline": np.ones(len(candidates)), "budget": np.ones(len(candidates))}
+    revocations = np.zeros(len(candidates))
+    interval = np.full(len(candidates), np.inf)
+    hour_cost = nodes * price / 3600.0  # USD per second of the whole cluster
+
+    # On demand: time falls as the throughput error z rises, so its quantiles and
+    # probabilities come straight from the sorted z draws.
+    od = np.flatnonzero(~spot)
+    work = samples[od] / throughput.value[od]
+    for name, q in quantiles.items():
+        z_at = z[draws - _order_index(q, draws) - 1]
+        time[name][od] = startup[od] + work * np.exp(-sigma[od] * z_at)
+    for name, limit in _limits_s(constraints, hour_cost[od]).items():
+        within[name][od] = _share_faster(z, sigma[od], work, limit - startup[od])
+
+    # Spot: Monte Carlo over revocations on the same draws.
+    sp = np.flatnonzero(spot)
+    if len(sp):
+        sub = features_subset(features, sp)
+        keys = np.char.add(np.char.add(candidates["provider"][sp], "|"),
+                           np.char.add(np.char.add(candidates["gpu_type"][sp], "|"),
+                                       candidates["region"][sp]))
+        lifetimes = {key: lifetime(*key.split("|"), True) for key in np.unique(keys)}
+        overhead = (estimator.predict("recovery_s", sub).value
+                    + startup[sp] / nodes[sp])  # one node short until its replacement is up
+        work = (samples[sp] / throughput.value[sp])[:, None] * np.exp(-np.outer(sigma[sp], z))
+        runs = simulate_spot(keys, nodes[sp], work, estimator.predict("checkpoint_s", sub).value,
+                             overhead, lifetimes, rng)
+        total = runs.time_s + startup[sp, None]
+        order = sorted({_order_index(q, draws) for q in quantiles.values()})
+        parted = np.partition(total, order, axis=1)
+        for name, q in quantiles.items():
+            time[name][sp] = parted[:, _order_index(q, draws)]
+        for name, limit in _limits_s(constraints, hour_cost[sp]).items():
+            within[name][sp] = (total <= np.reshape(limit, (-1, 1))).mean(axis=1)
+        revocations[sp], interval[sp] = runs.revocations, runs.checkpoint_interval_s
+
+    scores = {
+        "throughput": throughput.value, "throughput_lo": throughput.lo,
+        "throughput_hi": throughput.hi, "provenance": np.asarray(throughput.provenance, str),
+        "startup_s": startup, "revocations": revocations, "checkpoint_interval_s": interval,
+        "p_deadline": within["deadline"], "p_budget": within["budget"],
+    }
+    for name in quantiles:
+        scores[f"time_{name}"] = time[name]
+        scores[f"cost_{name}"] = time[name] * hour_cost
+    return _rank(candidates, constraints, scores)
+
+
+def features_subset(features: dict, rows: np.ndarray) -> dict:
+    return {key: np.asarray(value)[rows] for key, value in features.items()}
+
+
+def _rank(candidates: Candidates, constraints: Constraints, scores: dict) -> Plans:
+    time, cost = scores["time_conf"], scores["cost_conf"]
+    feasible = np.isfinite(time) & (scores["throughput"] > 0)
+    misses: Counter = Counter()
+    misses["never finishes (revocations outpace progress)"] = int((~np.isfinite(time)).sum())
+    percent = f"{constraints.confidence:.0%}"
+    if constraints.deadline_s is not None:
+        late = np.isfinite(time) & (time > constraints.deadline_s)
+        misses[f"misses the deadline at {percent} confidence"] = int(late.sum())
+        feasible &= ~late
+    if constraints.budget_usd is not None:
+        over = np.isfinite(cost) & (cost > constraints.budget_usd)
+        misses[f"over budget at {percent} confidence"] = int(over.sum())
+        feasible &= ~over
+    rows = np.flatnonzero(feasible)
+    if constraints.deadline_s is not None:
+        ranked = rows[np.lexsort((time[rows], cost[rows]))]  # cheapest, then fastest
+    else:
+        ranked = rows[np.lexsort((cost[rows], time[rows]))]  # fastest, then cheapest
+    return Plans(candidates, constraints, scores, ranked, +misses)
+
+
+def _order_index(q: float, draws: int) -> int:
+    """0-based index of the empirical q-quantile (smallest value with CDF >= q)."""
+    return min(draws - 1, max(0, math.ceil(q * draws) - 1))
+
+
+def _log_sigma(prediction) -> np.ndarray:
+    """Standard deviation of log throughput implied by the interval [lo, hi]."""
+    z = NormalDist().inv_cdf(0.5 + INTERVAL_COVERAGE / 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sigma = np.log(prediction.hi / prediction.lo) / (2 * z)
+    return np.where(np.isfinite(sigma) & (sigma > 0), sigma, 0.0)
+
+
+def _limits_s(constraints: Constraints, cost_per_s: np.ndarray) -> dict[str, np.ndarray]:
+    """Seconds each candidate may run to meet the deadline and to stay within the budget."""
+    limits = {}
+    if constraints.deadline_s is not None:
+        limits["deadline"] = np.full(len(cost_per_s), constraints.deadline_s)
+    if constraints.budget_usd is not None:
+        limits["budget"] = constraints.budget_usd / cost_per_s
+    return limits
+
+
+def _share_faster(z: np.ndarray, sigma: np.ndarray, work: np.ndarray, room: np.ndarray):
+    """Share of draws with work x exp(-sigma z) <= room, z sorted: z >= log(work/room)/sigma."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.log(work / np.where(room > 0, room, np.nan))
+        threshold = np.where(sigma > 0, ratio / sigma, np.where(ratio <= 0, -np.inf, np.inf))
+    threshold = np.where(room > 0, threshold, np.inf)
+    return 1.0 - np.searchsorted(z, threshold, side="left") / len(z)

@@ -1,0 +1,122 @@
+"""The training job to plan for: a zoo model (from its card), how much data, at what batch and
+precision, and how much GPU memory one worker needs for it."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+PRECISIONS = ("fp32", "amp", "bf16")
+GIB = 2.0**30
+
+# Bytes of optimizer state per parameter: SGD with momentum for image models (one fp32
+# buffer), AdamW for text models (two fp32 moments), as the zoo's reference recipes train them.
+OPTIMIZER_STATE_BYTES = {"image": 4.0, "text": 8.0}
+# Autocast (amp, bf16) keeps fp32 weights and gradients but saves most activations for
+# backward in 16 bits.
+ACTIVATION_FACTOR = {"fp32": 1.0, "amp": 0.5, "bf16": 0.5}
+# The CUDA context, cuDNN/cuBLAS workspaces and allocator fragmentation: a fixed reserve plus
+# a margin, so that a plan never sits at the edge of an out-of-memory error.
+CONTEXT_RESERVE_BYTES = 1.0 * GIB
+FRAGMENTATION_MARGIN = 1.10
+
+
+class WorkloadError(ValueError):
+    """Bad workload input; the message names the problem and what is accepted."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    model: str
+    task: str
+    dataset: str
+    samples_per_epoch: int
+    epochs: float
+    steps: int | None  # total optimizer steps, when given instead of epochs
+    batch_per_gpu: int
+    precision: str
+    params: float
+    gradient_bytes: float
+    flops_per_sample: float
+    activation_bytes_per_sample: float  # fp32, saved for backward
+
+    def total_samples(self, total_gpus: np.ndarray) -> np.ndarray:
+        """Samples the job processes on clusters of `total_gpus` GPUs (steps fix the sample
+        count only together with the global batch)."""
+        if self.steps is not None:
+            return self.steps * self.batch_per_gpu * np.asarray(total_gpus, dtype=float)
+        return np.full(np.shape(total_gpus), self.samples_per_epoch * self.epochs, dtype=float)
+
+    def memory_per_gpu_bytes(self) -> float:
+        """Weights + gradients + optimizer state + saved activations of one data-parallel worker."""
+        weights = 4.0 * self.params
+        optimizer = OPTIMIZER_STATE_BYTES.get(self.task, 8.0) * self.params
+        activations = (
+            self.activation_bytes_per_sample * ACTIVATION_FACTOR[self.precision] * self.batch_per_gpu
+        )
+        model_state = weights + self.gradient_bytes + optimizer + activations
+        return FRAGMENTATION_MARGIN * model_state + CONTEXT_RESERVE_BYTES
+
+    def describe(self) -> dict:
+        amount = (
+            {"steps": self.steps} if self.steps is not None
+            else {"samples_per_epoch": self.samples_per_epoch, "epochs": self.epochs}
+        )
+        return {
+            "model": self.model,
+            "dataset": self.dataset,
+            **amount,
+            "batch_per_gpu": self.batch_per_gpu,
+            "precision": self.precision,
+            "memory_per_gpu_gb": round(self.memory_per_gpu_bytes() / GIB, 2),
+        }
+
+
+def build_workload(
+    cards: Mapping[str, Mapping[str, str]],
+    model: str,
+    *,
+    epochs: float | None = None,
+    samples: int | None = None,
+    steps: int | None = None,
+    batch_size: int | None = None,
+    precision: str = "fp32",
+) -> Workload:
+    """A Workload from the model card, with the user's overrides checked."""
+    card = _find_card(cards, model)
+    if precision not in PRECISIONS:
+        raise WorkloadError(f"precision {precision!r} is not known; use one of {', '.join(PRECISIONS)}")
+    for flag, value in (("--epochs", epochs), ("--samples", samples), ("--steps", steps),
+                        ("--batch-size", batch_size)):
+        if value is not None and value <= 0:
+            raise WorkloadError(f"{flag} must be positive, got {value}")
+    if steps is not None and (epochs is not None or samples is not None):
+        raise WorkloadError("give either --steps or --epochs/--samples, not both")
+    return Workload(
+        model=card["model"],
+        task=card["task"],
+        dataset=card["dataset"],
+        samples_per_epoch=int(samples or float(card["samples_per_epoch"])),
+        epochs=float(epochs or float(card["epochs"])),
+        steps=steps,
+        batch_per_gpu=int(batch_size or float(card["batch_size"])),
+        precision=precision,
+        params=float(card["params"]),
+        gradient_bytes=float(card["gradient_bytes"]),
+        flops_per_sample=float(card["flops_per_sample"]),
+        activation_bytes_per_sample=float(card["activation_bytes_per_sample"]),
+    )
+
+
+def _find_card(cards: Mapping[str, Mapping[str, str]], model: str) -> Mapping[str, str]:
+    by_lower = {name.lower(): name for name in cards}
+    if model.lower() in by_lower:
+        return cards[by_lower[model.lower()]]
+    closest = difflib.get_close_matches(model.lower(), list(by_lower), n=3, cutoff=0.4)
+    raise WorkloadError(
+        f"unknown model {model!r}; closest: {', '.join(by_lower[c] for c in closest) or '-'}"
+        f" (all: {', '.join(sorted(cards))})"
+    )
