@@ -152,12 +152,12 @@ def test_bad_paths_are_refused(tmp_path):
 def test_cli_one_line_error_and_json(cmdare, tmp_path):
     cli = [sys.executable, "-c", "from advisor.cli import main; main()", "data", "import"]
     bad = subprocess.run(cli + ["cmdare", str(tmp_path), "--store", str(tmp_path / "m.db")],
-                         capture_output=True, text=True)
+                         check=False, capture_output=True, text=True)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.strip().startswith("error:") and len(bad.stderr.strip().splitlines()) == 1
 
     good = subprocess.run(cli + ["cmdare", str(cmdare), "--store", str(tmp_path / "m.db"),
-                                 "--format", "json"], capture_output=True, text=True)
+                                 "--format", "json"], check=False, capture_output=True, text=True)
     assert good.returncode == 0, good.stderr
     import json
 

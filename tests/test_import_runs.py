@@ -70,13 +70,13 @@ def test_import_is_idempotent(source_store, tmp_path):
     ("not json", "is not JSON"),
     ('{"trial_key": "x"}', "not a list of trials"),
     ("[1]", "trial 0 is not a JSON object"),
-    ('[{"trial_key": "x", "status": "finished", "recorded_at": "now", "source": "local", '
-     '"colour": "red"}]', "colour: Extra inputs are not permitted"),
+    (('[{"trial_key": "x", "status": "finished", "recorded_at": "now", "source": "local", '
+      '"colour": "red"}]'), "colour: Extra inputs are not permitted"),
     ('[{"status": "finished", "recorded_at": "now", "source": "local"}]', "trial_key: Field required"),
-    ('[{"trial_key": "x", "status": "finished", "recorded_at": "now", "source": "local", '
-     '"nodes": "two"}]', "nodes: Input should be a valid integer"),
-    ('[{"trial_key": "x", "status": "finished", "recorded_at": "now", "source": "local", '
-     '"revocations": {"node": 1}}]', "revocations is not a list"),
+    (('[{"trial_key": "x", "status": "finished", "recorded_at": "now", "source": "local", '
+      '"nodes": "two"}]'), "nodes: Input should be a valid integer"),
+    (('[{"trial_key": "x", "status": "finished", "recorded_at": "now", "source": "local", '
+      '"revocations": {"node": 1}}]'), "revocations is not a list"),
 ])
 def test_bad_files_are_refused(tmp_path, content, message):
     path = tmp_path / "bad.json"

@@ -19,6 +19,11 @@ app.add_typer(data_app, name="data")
 STORE_OPTION = typer.Option(..., "--store", help="measurement store (SQLite file; created "
                             "when absent)", dir_okay=False)
 FORMAT_OPTION = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP)
+CMDARE_PATH = typer.Argument(..., help="CM-DARE's data/processed_data folder (or a clone of "
+                             "cake-lab/CM-DARE)")
+RUNS_FILE = typer.Argument(..., help="JSON written by `profiler runs --format json`")
+PUBLISHED_FILE = typer.Argument(None, help="CSV in the form of "
+                                "datasets/published_throughput.csv (default: that file)")
 
 
 def _open(store: Path):
@@ -49,8 +54,7 @@ def _report(result, store: Path, fmt: Format) -> None:
 
 @import_app.command("cmdare")
 def import_cmdare(
-    path: Path = typer.Argument(..., help="CM-DARE's data/processed_data folder (or a "
-                                "clone of cake-lab/CM-DARE)"),
+    path: Path = CMDARE_PATH,
     store: Path = STORE_OPTION,
     fmt: Format = FORMAT_OPTION,
 ) -> None:
@@ -72,8 +76,7 @@ def import_cmdare(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from advisor.importers import ImportDataError
-    from advisor.importers import cmdare
+    from advisor.importers import ImportDataError, cmdare
 
     with _open(store) as db:
         try:
@@ -90,7 +93,7 @@ def import_cmdare(
 
 @import_app.command("runs")
 def import_runs(
-    file: Path = typer.Argument(..., help="JSON written by `profiler runs --format json`"),
+    file: Path = RUNS_FILE,
     store: Path = STORE_OPTION,
     fmt: Format = FORMAT_OPTION,
 ) -> None:
@@ -120,8 +123,7 @@ def import_runs(
 
 @import_app.command("published")
 def import_published(
-    file: Path = typer.Argument(None, help="CSV in the form of "
-                                "datasets/published_throughput.csv (default: that file)"),
+    file: Path = PUBLISHED_FILE,
     store: Path = STORE_OPTION,
     fmt: Format = FORMAT_OPTION,
 ) -> None:

@@ -41,7 +41,7 @@ def checkpoint_params(folder: Path) -> dict[str, int]:
         frame = pd.read_csv(path)
         if {"Model", "Number of Parameters"} <= set(frame.columns):
             for model, count in zip(frame["Model"], frame["Number of Parameters"]):
-                if count == count:  # not NaN
+                if pd.notna(count):
                     params.setdefault(canonical_model(str(model)), int(count))
     return params
 
@@ -60,7 +60,7 @@ def checkpoint_rows(path: Path, params: dict[str, int]) -> list[dict[str, Any]]:
             rows.append({
                 "model": model,
                 "params": params.get(model),
-                "bytes": int(round(float(record["Checkpoint Size (MB)"]) * MIB)),
+                "bytes": round(float(record["Checkpoint Size (MB)"]) * MIB),
                 "target": target,
                 "save_s": float(record[column]),
                 "source": "import:cmdare",
