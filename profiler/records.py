@@ -33,7 +33,7 @@ from typing import Any
 
 # type -> {field: meaning}. The fields every record of that type carries.
 RECORD_TYPES: dict[str, dict[str, str]] = {
-    "agent_start": {
+    "agent_start": {  # its "t" is when the agent process started
         "pid": "process id of the agent",
         "host": "host name of the node",
         "provider": "local | gcp | aws",
@@ -42,11 +42,12 @@ RECORD_TYPES: dict[str, dict[str, str]] = {
         "booted_at": "time.time() when the node's kernel booted (/proc/stat btime), if known",
     },
     "rendezvous": {
+        "pid": "process id of the worker (emitted by each node's local rank 0)",
         "world_size": "worker processes in the job after this rendezvous",
         "nodes": "nodes in the job (world_size / local_world_size)",
         "duration_s": "worker process start -> process group initialised",
     },
-    "first_step": {
+    "first_step": {  # emitted by each node's local rank 0
         "step": "global step number of the first step finished by this attempt",
         "since_agent_start_s": "agent start -> this step finished",
         "since_process_start_s": "this worker process start -> this step finished",

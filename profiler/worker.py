@@ -200,7 +200,7 @@ class Trainer:
         self.control = dist.new_group(backend="gloo") if self.cuda else dist.group.WORLD
         if self.local_rank == 0:
             local = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-            self.emit("rendezvous", world_size=self.world, nodes=self.world // local,
+            self.emit("rendezvous", pid=os.getpid(), world_size=self.world, nodes=self.world // local,
                       duration_s=time.time() - self.started_at)
 
     def build(self) -> None:

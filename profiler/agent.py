@@ -1,0 +1,203 @@
+"""The node agent: the one program every node runs (local process group, GCP VM, EC2 VM).
+
+    python -m profiler.agent --config agent.json
+
+It records `agent_start`, starts torchrun with the training worker (profiler/worker.py) as a
+child in its own process group, runs the provider's revocation-notice watcher
+(profiler/agent_watchers.py), waits, records `agent_exit` and exits with torchrun's code.
+It takes its children with it: torchrun gets SIGKILL from the kernel when the agent dies
+(PR_SET_PDEATHSIG), and each worker when torchrun dies, so killing the agent's process group,
+even with SIGKILL, leaves nothing running. SIGTERM or SIGINT to the agent stop the run.
+
+agent.json (AgentConfig; keys not listed are ignored, so providers may add their own):
+
+    cluster          cluster name (sink directory, rendezvous id)            required
+    node             index of this node; node 0 hosts the rendezvous         required
+    sink             file://DIR, gs://BUCKET/PREFIX or s3://BUCKET/PREFIX    required
+    worker           WorkerConfig fields: model, batch_size, precision, image_size, seq_len,
+                     device, tolerance, max_seconds, max_steps, checkpoint_every_steps,
+                     checkpoint_every_s, ... (sink, cluster, node, checkpoint_dir are filled in)
+    provider         local | gcp | aws (picks the notice watcher)            default local
+    nodes            cluster size; default for min_nodes and max_nodes       default 1
+    min_nodes, max_nodes   elastic range for torchrun --nnodes=MIN:MAX
+    rdzv_endpoint    HOST:PORT of the rendezvous, or rendezvous_host + rendezvous_port
+    nproc_per_node   worker processes on this node         default gpus_per_node, or 1
+    max_restarts     torchrun --max-restarts                                 default 3
+    checkpoint_dir   where rank 0 checkpoints; must be visible to the next rank 0
+                     default TMPDIR/gpuadvisor/<cluster>/checkpoint
+    launched_at      time.time() when the launch request was sent (start-up timing)
+    env              extra environment variables for torchrun and the workers
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from profiler.agent_watchers import WatcherError, get_watcher
+from profiler.records import Recorder, boot_time, process_start_time
+from profiler.sink import SinkError, open_sink
+
+# Without it, restarts after a lost node hang or fail over gloo (pytorch issue 135712).
+TORCHRUN_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+DEFAULT_RDZV_PORT = 29400
+
+
+class AgentConfig(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    cluster: str = Field(min_length=1)
+    node: int = Field(ge=0)
+    sink: str
+    worker: dict[str, Any]
+    provider: str = "local"
+    nodes: int = Field(1, ge=1)
+    min_nodes: int | None = Field(None, ge=1)
+    max_nodes: int | None = Field(None, ge=1)
+    rdzv_endpoint: str | None = None
+    rendezvous_host: str | None = None
+    rendezvous_port: int = DEFAULT_RDZV_PORT
+    gpus_per_node: int = Field(0, ge=0)
+    nproc_per_node: int | None = Field(None, ge=1)
+    max_restarts: int = Field(3, ge=0)
+    checkpoint_dir: str | None = None
+    launched_at: float | None = None
+    env: dict[str, str] = {}
+
+    @property
+    def endpoint(self) -> str:
+        return self.rdzv_endpoint or f"{self.rendezvous_host or '127.0.0.1'}:{self.rendezvous_port}"
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(tempfile.gettempdir()) / "gpuadvisor" / self.cluster
+
+    def torchrun_command(self, worker_config: Path) -> list[str]:
+        low, high = self.min_nodes or self.nodes, self.max_nodes or self.nodes
+        return [
+            sys.executable, "-m", "torch.distributed.run",
+            f"--nnodes={low}:{high}",
+            f"--nproc-per-node={self.nproc_per_node or self.gpus_per_node or 1}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={self.endpoint}",
+            f"--rdzv-id={self.cluster}",
+            "--rdzv-conf=last_call_timeout=1",
+            f"--max-restarts={self.max_restarts}",
+            "--monitor-interval=0.5",
+            "-m", "profiler.worker", "--config", str(worker_config),
+        ]
+
+
+class AgentError(Exception):
+    """A config or environment the agent cannot run with; the message names the fix."""
+
+
+def load_config(path: str) -> AgentConfig:
+    try:
+        config = AgentConfig.model_validate(json.loads(Path(path).read_text()))
+    except FileNotFoundError:
+        raise AgentError(f"{path}: no such agent config; pass --config PATH") from None
+    except json.JSONDecodeError as exc:
+        raise AgentError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise AgentError(f"{path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    _check_worker(config, path)
+    return config
+
+
+def _check_worker(config: AgentConfig, path: str) -> None:
+    """Validate the worker part now, so a typo fails here in one line, not in every rank."""
+    from profiler.worker import WorkerConfig
+
+    try:
+        WorkerConfig.model_validate(worker_config(config))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise AgentError(f"{path}: worker.{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+
+def worker_config(config: AgentConfig) -> dict[str, Any]:
+    checkpoint_dir = config.checkpoint_dir or str(config.run_dir / "checkpoint")
+    return {**config.worker, "sink": config.sink, "cluster": config.cluster, "node": config.node,
+            "checkpoint_dir": checkpoint_dir}
+
+
+def _die_with_agent() -> None:
+    """In the torchrun child, before exec: SIGKILL me when the agent dies."""
+    import ctypes
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _start_watcher(config: AgentConfig, recorder: Recorder) -> threading.Event:
+    stop = threading.Event()
+    watch = get_watcher(config.provider)
+    if watch is not None:
+        def notify(kind: str, notice_s: float | None = None, detail: dict | None = None) -> None:
+            recorder.emit("notice", kind=kind, notice_s=notice_s, detail=detail or {})
+
+        threading.Thread(target=watch, args=(notify, stop), name="notice-watcher",
+                         daemon=True).start()
+    return stop
+
+
+def run(config: AgentConfig, started_at: float) -> int:
+    sink = open_sink(config.sink, config.cluster)
+    recorder = Recorder(sink, node=config.node, rank=None)
+    recorder.emit("agent_start", pid=os.getpid(), host=socket.gethostname(),
+                  provider=config.provider, cluster=config.cluster,
+                  launched_at=config.launched_at, booted_at=boot_time(), t=started_at)
+    node_dir = config.run_dir / f"node-{config.node}"
+    node_dir.mkdir(parents=True, exist_ok=True)
+    worker_path = node_dir / "worker.json"
+    worker_path.write_text(json.dumps(worker_config(config), indent=2))
+    env = {**os.environ, **TORCHRUN_ENV, **config.env, "PROFILER_AGENT_START": repr(started_at)}
+    torchrun = subprocess.Popen(config.torchrun_command(worker_path), env=env,
+                                start_new_session=True, preexec_fn=_die_with_agent)
+
+    def forward(signum: int, _frame: Any) -> None:
+        try:
+            os.killpg(torchrun.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    stop = _start_watcher(config, recorder)
+    code = torchrun.wait()
+    stop.set()
+    recorder.emit("agent_exit", exit_code=code, duration_s=time.time() - started_at)
+    sink.close()
+    return code if code >= 0 else 128 - code
+
+
+def main(argv: list[str] | None = None) -> int:
+    started_at = process_start_time() or time.time()
+    parser = argparse.ArgumentParser(prog="profiler.agent", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help="agent config JSON (see above)")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config)
+        get_watcher(config.provider)  # fail before starting anything
+        return run(config, started_at)
+    except (AgentError, SinkError, WatcherError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
