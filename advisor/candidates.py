@@ -141,4 +141,4 @@ def enumerate_candidates(
     columns["gpu_tensor_tflops"] = np.array(
         [specs[g].tensor_tflops or 0.0 for g in gpu], float
     )[index]
-    return Candidates(columns, reasons)
+    return Candidates(columns, +reasons)

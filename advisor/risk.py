@@ -19,9 +19,11 @@ from typing import Hashable, Mapping
 
 import numpy as np
 
-# Longest run the simulation follows; a draw still unfinished is reported as never finishing
-# (revocations outpace progress).
+# Longest run the simulation follows, in absolute terms and as a multiple of the run without
+# revocations; a draw still unfinished is reported as never finishing (revocations outpace
+# progress), a plan nobody would choose.
 MAX_HORIZON_S = 365 * 86400.0
+MAX_SLOWDOWN = 20.0
 _MAX_FIXED_POINT_STEPS = 200
 # Below this share of moving (draw, row) pairs, gathering them beats recomputing all.
 _DENSE_FRACTION = 0.2
@@ -120,17 +122,19 @@ def _solve_group(lifetime, nodes, work, tau, ckpt, overhead, rng):
     # (No events reach a row whose interval is inf: its nodes are never revoked.)
     period = np.where(np.isfinite(tau), tau + ckpt, 0.0)
 
-    horizon = min(MAX_HORIZON_S, 2.0 * float(base.max()) + 1.0)
+    limit = min(MAX_HORIZON_S, MAX_SLOWDOWN * float(base.max()))
+    horizon = min(limit, 2.0 * float(base.max()) + 1.0)
     while True:
         events = revocation_times(lifetime, nodes, draws, horizon, rng)
         lost_fraction = np.concatenate(
             [np.zeros((draws, 1)), np.cumsum(rng.random(events.shape), axis=1)], axis=1
         )
         time, count = _fixed_point(events, lost_fraction, base, overhead, period, horizon)
-        if (time <= horizon).all() or horizon >= MAX_HORIZON_S:
+        hopeless = time > MAX_SLOWDOWN * base
+        if ((time <= horizon) | hopeless).all() or horizon >= limit:
             break
-        horizon = min(MAX_HORIZON_S, 4.0 * horizon)
-    time[time > horizon] = np.inf
+        horizon = min(limit, 4.0 * horizon)
+    time[time > np.minimum(horizon, MAX_SLOWDOWN * base)] = np.inf
     unsort = np.argsort(order)
     return time.T[unsort], count.mean(axis=0)[unsort]
 

@@ -13,14 +13,10 @@ import typer
 from advisor.cli.app import app
 from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit_csv, emit_json, fail, warn
 
-PLAN_COLUMNS = (
-    "rank", "provider", "region", "instance_type", "shape", "market", "throughput",
-    "time_p50", "time_p90", "cost_p50", "cost_p90", "p_deadline", "provenance",
-)  # fmt: skip
-HEADERS = {
-    "instance_type": "instance", "shape": "GPUs x nodes", "throughput": "samples/s",
-    "time_p50": "time P50", "time_p90": "time P90", "cost_p50": "cost P50 $",
-    "cost_p90": "cost P90 $", "p_deadline": "P(deadline)",
+TABLE_COLUMNS = {
+    "rank": "#", "where": "where", "instance_type": "instance", "shape": "GPUs x nodes",
+    "market": "market", "throughput": "samples/s", "time": "time P50-P90",
+    "cost": "cost P50-P90", "p_deadline": "P(dl)", "provenance": "evidence",
 }  # fmt: skip
 
 
@@ -157,7 +153,7 @@ def _describe(plans, row: int) -> dict:
         "provider": str(p["provider"][row]), "region": str(p["region"][row]),
         "instance_type": str(p["instance_type"][row]), "gpu": str(p["gpu_type"][row]),
         "gpus_per_node": int(p["gpus_per_node"][row]), "nodes": int(p["nodes"][row]),
-        "shape": f"{int(p['gpus_per_node'][row])}x{p['gpu_type'][row]} x {int(p['nodes'][row])}",
+        "shape": f"{int(p['gpus_per_node'][row])}x{p['gpu_type'][row]} x{int(p['nodes'][row])}",
         "market": "spot" if p["spot"][row] else "on-demand",
         "price_per_node_hour": number("price_per_node_hour", 4),
         "throughput": number("throughput", 1), "throughput_lo": number("throughput_lo", 1),
@@ -184,12 +180,12 @@ def _nothing_meets(plans) -> str:
     time, cost = plans["time_conf"], plans["cost_conf"]
     want = " and ".join(
         ([f"the {format_duration(c.deadline_s)} deadline"] if c.deadline_s is not None else [])
-        + ([f"the ${c.budget_usd:,.0f} budget"] if c.budget_usd is not None else []))
+        + ([f"the {usd(c.budget_usd)} budget"] if c.budget_usd is not None else []))
 
     def name(row):
         d = _describe(plans, row)
         return (f"{d['provider']} {d['instance_type']} x{d['nodes']} {d['market']} in "
-                f"{d['region']} ({format_duration(time[row])}, ${cost[row]:,.0f})")
+                f"{d['region']} ({format_duration(time[row])}, {usd(cost[row])})")
 
     finite = np.flatnonzero(np.isfinite(time))
     if not len(finite):
@@ -234,32 +230,38 @@ def _report(plans, work, as_of, fmt, top, explain, estimator) -> None:
 
 
 def _table(rows, plans, work, as_of, format_duration) -> None:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
     c = plans.constraints
     goal = " and ".join(
         ([f"deadline {format_duration(c.deadline_s)}"] if c.deadline_s is not None else [])
-        + ([f"budget ${c.budget_usd:,.0f}"] if c.budget_usd is not None else []))
-    table = Table(title=f"{work.model}, {goal} at {c.confidence:.0%} confidence "
-                        f"({len(plans.ranked):,} of {len(plans.candidates):,} plans feasible; "
-                        f"prices as of {as_of})")
-    for column in PLAN_COLUMNS:
-        table.add_column(HEADERS.get(column, column),
-                         justify="left" if column in ("provider", "region", "instance_type",
-                                                      "shape", "market", "provenance") else "right")
+        + ([f"budget {usd(c.budget_usd)}"] if c.budget_usd is not None else []))
+    table = Table(title=f"{work.model}: {goal} at {c.confidence:.0%} confidence; "
+                        f"{len(plans.ranked):,} of {len(plans.candidates):,} plans qualify "
+                        f"(prices as of {as_of})", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
+    for key, header in TABLE_COLUMNS.items():
+        numeric = key in ("rank", "throughput", "time", "cost", "p_deadline")
+        table.add_column(header, justify="right" if numeric else "left", overflow="fold")
     for row in rows:
         cells = {
-            **row, "rank": f"* {row['rank']}" if row["rank"] == 1 else str(row["rank"]),
+            **row, "rank": f"*{row['rank']}" if row["rank"] == 1 else str(row["rank"]),
+            "where": f"{row['provider']} {row['region']}",
             "throughput": f"{row['throughput']:,.0f}",
-            "time_p50": format_duration(row["time_p50_s"]),
-            "time_p90": format_duration(row["time_p90_s"]),
-            "cost_p50": f"{row['cost_p50']:,.2f}", "cost_p90": f"{row['cost_p90']:,.2f}",
+            "time": f"{format_duration(row['time_p50_s'])}-{format_duration(row['time_p90_s'])}",
+            "cost": f"{usd(row['cost_p50'])}-{usd(row['cost_p90'])}",
             "p_deadline": "-" if row["p_deadline"] is None else f"{row['p_deadline']:.2f}",
         }
-        table.add_row(*(str(cells[col]) for col in PLAN_COLUMNS),
+        table.add_row(*(str(cells[key]) for key in TABLE_COLUMNS),
                       style="bold green" if row["rank"] == 1 else None)
     Console().print(table)
+    Console().print("* the pick", style="bold green")
+
+
+def usd(amount: float) -> str:
+    return f"${amount:,.2f}" if amount < 100 else f"${amount:,.0f}"
 
 
 def _assumptions() -> dict:
@@ -273,5 +275,5 @@ def _assumptions() -> dict:
         "sync": "allreduce (DDP)",
         "optimizer_state_bytes_per_param": workload.OPTIMIZER_STATE_BYTES,
         "memory_reserve_gib": workload.CONTEXT_RESERVE_BYTES / workload.GIB,
-        "max_simulated_run_s": risk.MAX_HORIZON_S,
+        "never_finishes_beyond": f"{risk.MAX_SLOWDOWN:g}x the run without revocations",
     }
