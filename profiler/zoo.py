@@ -1,0 +1,200 @@
+"""The model zoo: names, default training workloads, and models built offline from
+transformers configs (no weights are downloaded; every model starts from random init).
+
+Image models are 1000-class ImageNet classifiers; text models carry their pretraining head
+(masked LM for BERT, causal LM for GPT-2) and train on synthetic token ids. torch and
+transformers are imported inside the functions, so listing the zoo costs nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+IMAGENET_TRAIN = 1_281_167  # ILSVRC-2012 training images
+# BERT: 1M steps x 256 sequences = 40 passes over Wikipedia + BookCorpus (Devlin et al. 2019).
+BERT_SAMPLES_PER_EPOCH = 256 * 1_000_000 // 40
+# OpenWebText as tokenised by nanoGPT: 9,035,582,198 GPT-2 tokens in 1024-token sequences.
+OPENWEBTEXT_SAMPLES_PER_EPOCH = 9_035_582_198 // 1024
+MLM_PROBABILITY = 0.15  # share of tokens BERT predicts
+NUM_CLASSES = 1000
+
+
+class UnknownModelError(KeyError):
+    """A model name not in the zoo; the message lists the closest names."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    name: str
+    family: str  # resnet | vit | bert | gpt2 | convnext | mobilenet_v2 | efficientnet
+    task: str  # image | text
+    dataset: str
+    samples_per_epoch: int
+    epochs: int
+    image_size: int | None
+    seq_len: int | None
+    batch_size: int  # per GPU
+    reference: str  # where the workload comes from
+    config: dict[str, Any]  # transformers config arguments
+
+
+def _image(name, family, epochs, batch, reference, config, image_size=224) -> ZooEntry:
+    return ZooEntry(name, family, "image", "imagenet-1k", IMAGENET_TRAIN, epochs, image_size,
+                    None, batch, reference, {"num_labels": NUM_CLASSES, **config})
+
+
+def _resnet(name, layer_type, depths, batch) -> ZooEntry:
+    hidden = [64, 128, 256, 512] if layer_type == "basic" else [256, 512, 1024, 2048]
+    return _image(name, "resnet", 90, batch, "torchvision / NVIDIA DeepLearningExamples "
+                  "ResNet recipe: 90 epochs", {"layer_type": layer_type, "depths": depths,
+                                                "hidden_sizes": hidden})
+
+
+def _vit(name, hidden, layers, heads, batch) -> ZooEntry:
+    return _image(name, "vit", 300, batch, "DeiT recipe (Touvron et al. 2021): 300 epochs",
+                  {"hidden_size": hidden, "num_hidden_layers": layers,
+                   "num_attention_heads": heads, "intermediate_size": 4 * hidden,
+                   "patch_size": 16})
+
+
+def _bert(name, hidden, layers, heads, batch) -> ZooEntry:
+    return ZooEntry(name, "bert", "text", "wikipedia+bookcorpus", BERT_SAMPLES_PER_EPOCH, 40,
+                    None, 128, batch, "BERT pretraining (Devlin et al. 2019): 1M steps x 256 "
+                    "sequences = 40 epochs; phase-1 sequence length 128",
+                    {"hidden_size": hidden, "num_hidden_layers": layers,
+                     "num_attention_heads": heads, "intermediate_size": 4 * hidden})
+
+
+def _gpt2(name, hidden, layers, heads, batch) -> ZooEntry:
+    return ZooEntry(name, "gpt2", "text", "openwebtext", OPENWEBTEXT_SAMPLES_PER_EPOCH, 33,
+                    None, 1024, batch, "nanoGPT GPT-2 on OpenWebText: 600k iterations x 480 "
+                    "sequences of 1024 tokens, about 33 epochs",
+                    {"n_embd": hidden, "n_layer": layers, "n_head": heads})
+
+
+ZOO: dict[str, ZooEntry] = {
+    e.name: e
+    for e in [
+        _resnet("resnet18", "basic", [2, 2, 2, 2], 256),
+        _resnet("resnet34", "basic", [3, 4, 6, 3], 256),
+        _resnet("resnet50", "bottleneck", [3, 4, 6, 3], 256),
+        _resnet("resnet101", "bottleneck", [3, 4, 23, 3], 128),
+        _resnet("resnet152", "bottleneck", [3, 8, 36, 3], 128),
+        _vit("vit_b16", 768, 12, 12, 128),
+        _vit("vit_l16", 1024, 24, 16, 64),
+        _bert("bert_base", 768, 12, 12, 32),
+        _bert("bert_large", 1024, 24, 16, 16),
+        _gpt2("gpt2", 768, 12, 12, 12),
+        _gpt2("gpt2_medium", 1024, 24, 16, 8),
+        _image("convnext_tiny", "convnext", 300, 128, "ConvNeXt (Liu et al. 2022): 300 "
+               "epochs, batch 4096 on 32 GPUs", {"depths": [3, 3, 9, 3],
+                                                 "hidden_sizes": [96, 192, 384, 768]}),
+        _image("mobilenet_v2", "mobilenet_v2", 300, 32, "torchvision MobileNetV2 recipe: 300 "
+               "epochs, batch 32 per GPU on 8 GPUs", {"depth_multiplier": 1.0,
+                                                      "tf_padding": False}),
+        _image("efficientnet_b0", "efficientnet", 350, 128, "EfficientNet (Tan & Le 2019): "
+               "350 epochs, batch 4096", {"width_coefficient": 1.0, "depth_coefficient": 1.0,
+                                          "hidden_dim": 1280, "dropout_rate": 0.2}),
+    ]
+}
+
+# family -> (config class, model class) in transformers
+_CLASSES = {
+    "resnet": ("ResNetConfig", "ResNetForImageClassification"),
+    "vit": ("ViTConfig", "ViTForImageClassification"),
+    "convnext": ("ConvNextConfig", "ConvNextForImageClassification"),
+    "mobilenet_v2": ("MobileNetV2Config", "MobileNetV2ForImageClassification"),
+    "efficientnet": ("EfficientNetConfig", "EfficientNetForImageClassification"),
+    "bert": ("BertConfig", "BertForMaskedLM"),
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel"),
+}
+
+
+def names() -> list[str]:
+    return list(ZOO)
+
+
+def resolve(name: str) -> ZooEntry:
+    """The zoo entry for `name` (tolerant of case, '-' and '_': ResNet-50 is resnet50)."""
+    key = name.strip().lower().replace("-", "_")
+    plain = {n.replace("_", ""): n for n in ZOO}
+    if key.replace("_", "") in plain:
+        return ZOO[plain[key.replace("_", "")]]
+    close = difflib.get_close_matches(key, ZOO, n=3, cutoff=0.4)
+    hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(ZOO)}"
+    raise UnknownModelError(f"unknown model {name!r}; {hint} (`profiler card --list` lists all)")
+
+
+def _sizes(entry: ZooEntry, image_size: int | None, seq_len: int | None):
+    return (image_size or entry.image_size, seq_len or entry.seq_len)
+
+
+def _transformers():
+    try:
+        import transformers
+    except ImportError:
+        raise ImportError(
+            "the model zoo needs torch and transformers: pip install 'gpu-advisor[profiler]'"
+        ) from None
+    return transformers
+
+
+def build_config(name: str, image_size: int | None = None, seq_len: int | None = None):
+    """The transformers config of a zoo model at the given input size."""
+    entry = resolve(name)
+    image_size, seq_len = _sizes(entry, image_size, seq_len)
+    transformers = _transformers()
+    config_cls = getattr(transformers, _CLASSES[entry.family][0])
+    extra: dict[str, Any] = {}
+    if entry.task == "image":
+        extra["image_size"] = image_size
+    elif entry.family == "gpt2":
+        extra["n_positions"] = max(1024, seq_len)
+    else:
+        extra["max_position_embeddings"] = max(512, seq_len)
+    return config_cls(**entry.config, **extra)
+
+
+def build_model(name: str, image_size: int | None = None, seq_len: int | None = None):
+    """A freshly initialised torch model, in training mode, on the current default device
+    (build under `torch.device("meta")` to get shapes without memory)."""
+    entry = resolve(name)
+    config = build_config(name, image_size, seq_len)
+    model_cls = getattr(_transformers(), _CLASSES[entry.family][1])
+    model = model_cls(config)
+    if entry.family == "gpt2":  # its class name does not tell transformers which loss it has
+        model.loss_type = "ForCausalLM"
+    model.train()
+    return model
+
+
+def synthetic_batch(name: str, batch_size: int, device, image_size: int | None = None,
+                    seq_len: int | None = None, generator=None) -> dict:
+    """A random batch of the model's input shape: images + labels, or token ids + labels."""
+    import torch
+
+    entry = resolve(name)
+    image_size, seq_len = _sizes(entry, image_size, seq_len)
+    if entry.task == "image":
+        pixels = torch.randn(batch_size, 3, image_size, image_size, generator=generator)
+        labels = torch.randint(0, NUM_CLASSES, (batch_size,), generator=generator)
+        return {"pixel_values": pixels.to(device), "labels": labels.to(device)}
+    vocab = build_config(name).vocab_size
+    ids = torch.randint(0, vocab, (batch_size, seq_len), generator=generator)
+    if entry.family == "bert":  # predict a random 15% of positions, ignore the rest
+        masked = torch.rand(batch_size, seq_len, generator=generator) < MLM_PROBABILITY
+        labels = torch.where(masked, ids, torch.full_like(ids, -100))
+    else:  # causal LM: the model shifts the labels itself
+        labels = ids.clone()
+    return {"input_ids": ids.to(device), "labels": labels.to(device)}
+
+
+def loss(name: str, model, batch: dict):
+    """The training loss of `model` on `batch` (cross-entropy of its task head)."""
+    resolve(name)
+    return model(**batch).loss

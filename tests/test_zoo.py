@@ -1,0 +1,113 @@
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from profiler import zoo  # noqa: E402
+
+# Parameter counts of the torchvision / Hugging Face reference implementations.
+REFERENCE_PARAMS = {
+    "resnet18": 11_689_512,
+    "resnet34": 21_797_672,
+    "resnet50": 25_557_032,
+    "resnet101": 44_549_160,
+    "resnet152": 60_192_808,
+    "vit_b16": 86_567_656,
+    "vit_l16": 304_326_632,
+    "convnext_tiny": 28_589_128,
+    "mobilenet_v2": 3_504_872,
+    "efficientnet_b0": 5_288_548,
+    "bert_base": 109_514_298,  # bert-base-uncased with its tied MLM head
+    "gpt2": 124_439_808,
+    "gpt2_medium": 354_823_168,
+}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny CPU kernels run fastest on one thread on a shared machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def count(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+def test_zoo_has_the_promised_models():
+    expected = set(REFERENCE_PARAMS) | {"bert_large"}
+    assert expected <= set(zoo.names())
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE_PARAMS))
+def test_parameter_count_matches_reference_implementation(name):
+    with torch.device("meta"):
+        model = zoo.build_model(name)
+    assert count(model) == REFERENCE_PARAMS[name]
+
+
+def test_entries_are_complete():
+    for entry in zoo.ZOO.values():
+        assert entry.task in ("image", "text")
+        assert (entry.image_size is None) != (entry.seq_len is None)
+        assert entry.samples_per_epoch > 0 and entry.epochs > 0 and entry.batch_size > 0
+    r50 = zoo.resolve("resnet50")
+    assert (r50.dataset, r50.samples_per_epoch, r50.epochs, r50.image_size) == (
+        "imagenet-1k", 1_281_167, 90, 224)
+
+
+def test_resolve_is_tolerant_and_unknown_names_suggest_close_ones():
+    assert zoo.resolve("ResNet-50").name == "resnet50"
+    with pytest.raises(zoo.UnknownModelError) as info:
+        zoo.resolve("resnet5")
+    assert "resnet50" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_small_image_model_trains_on_cpu():
+    torch.manual_seed(0)
+    model = zoo.build_model("mobilenet_v2", image_size=32)
+    model.eval()  # fixed batch-norm statistics so the loss is comparable step to step
+    batch = zoo.synthetic_batch("mobilenet_v2", 4, "cpu", image_size=32)
+    assert batch["pixel_values"].shape == (4, 3, 32, 32)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    losses = []
+    for _ in range(4):
+        optimizer.zero_grad()
+        value = zoo.loss("mobilenet_v2", model, batch)
+        value.backward()
+        optimizer.step()
+        losses.append(value.item())
+    assert losses[0] == pytest.approx(6.9, abs=1.0)  # about ln(1000) at random init
+    assert losses[-1] < losses[0]
+
+
+def test_vit_builds_at_a_small_image_size():
+    with torch.device("meta"):
+        model = zoo.build_model("vit_b16", image_size=32)
+    batch = zoo.synthetic_batch("vit_b16", 2, "meta", image_size=32)
+    assert zoo.loss("vit_b16", model, batch).ndim == 0
+    assert model.vit.embeddings.position_embeddings.shape == (1, 2 * 2 + 1, 768)
+
+
+@pytest.mark.parametrize("name", ["bert_base", "gpt2"])
+def test_text_models_take_token_ids_and_give_a_scalar_loss(name):
+    with torch.device("meta"):
+        model = zoo.build_model(name, seq_len=32)
+    batch = zoo.synthetic_batch(name, 2, "meta", seq_len=32)
+    assert batch["input_ids"].shape == (2, 32)
+    value = zoo.loss(name, model, batch)
+    assert value.shape == ()
+    value.backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+def test_bert_labels_mask_most_positions():
+    gen = torch.Generator().manual_seed(0)
+    batch = zoo.synthetic_batch("bert_base", 8, "cpu", seq_len=128, generator=gen)
+    predicted = (batch["labels"] != -100).float().mean().item()
+    assert 0.10 < predicted < 0.20
+    keep = batch["labels"] != -100
+    assert torch.equal(batch["labels"][keep], batch["input_ids"][keep])
