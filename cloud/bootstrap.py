@@ -47,20 +47,18 @@ def check_no_credentials(text: str, where: str) -> None:
 
 
 def agent_config(
-    spec: ClusterSpec, node: int, provider: str, rendezvous_host: str | None
+    spec: ClusterSpec, node: int, provider: str, rendezvous_host: str | None,
+    launched_at: float | None,
 ) -> dict:
-    """The node agent's config: the trial's own settings plus where this node stands."""
+    """profiler/agent.py's AgentConfig: the trial's settings plus where this node stands."""
     return {
         **spec.agent_config,
         "provider": provider,
-        "sweep": spec.sweep,
-        "trial": spec.trial,
         "cluster": spec.cluster,
         "node": node,
         "nodes": spec.nodes,
-        "gpus_per_node": spec.gpus_per_node,
         "rendezvous_host": rendezvous_host,
-        "spot": spec.spot,
+        "launched_at": launched_at,  # start-up timing: request -> boot -> agent up
     }
 
 
@@ -72,6 +70,7 @@ def startup_script(
     rendezvous_host: str | None,
     shutdown_after_s: int | None = None,
     install: str | None = None,
+    launched_at: float | None = None,
 ) -> str:
     """A bash script that installs the profiler and starts `python -m profiler.agent`.
 
@@ -79,7 +78,7 @@ def startup_script(
     shutdown with InstanceInitiatedShutdownBehavior=terminate; GCP uses max_run_duration).
     """
     install = install or os.environ.get("GPUADVISOR_INSTALL") or DEFAULT_INSTALL
-    config = json.dumps(agent_config(spec, node, provider, rendezvous_host), indent=2)
+    config = json.dumps(agent_config(spec, node, provider, rendezvous_host, launched_at), indent=2)
     lines = [
         "#!/bin/bash",
         f"# gpu-advisor profiling node {node} of cluster {spec.cluster} ({provider}).",

@@ -93,8 +93,13 @@ def accelerators(spec: ClusterSpec) -> list[tuple[str, int]]:
                 "g2 for L4, a3 for H100)"
             )
         return []
-    if not spec.gpu_type or not spec.gpus_per_node:
+    if not spec.gpus_per_node:
         return []
+    if not spec.gpu_type:
+        raise ProviderError(
+            f"{spec.instance_type} with {spec.gpus_per_node} GPUs needs a GPU type (T4, V100, "
+            "P100, K80) to attach; set gpu_type, or use an a2/g2/a3 machine type"
+        )
     if not spec.instance_type.startswith("n1-") or spec.gpu_type not in N1_ACCELERATORS:
         raise ProviderError(
             f"GCP attaches {spec.gpu_type} only to "
@@ -170,7 +175,8 @@ class GcpProvider(Provider):
     def instance_body(self, spec: ClusterSpec, node: int, zone: str, rendezvous: str | None):
         compute_v1 = _compute()
         script = startup_script(
-            spec, node, provider=self.name, rendezvous_host=rendezvous, install=self._install
+            spec, node, provider=self.name, rendezvous_host=rendezvous, install=self._install,
+            launched_at=self._clock(),
         )
         labels = spec.labels(node)
         check_no_credentials(repr(labels), "labels")

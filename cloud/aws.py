@@ -1,0 +1,333 @@
+"""AWS provider: EC2 GPU instances, on-demand or spot, through boto3.
+
+Nodes boot the Deep Learning AMI named by an SSM public parameter; user-data
+(cloud/bootstrap.py) starts the node agent and arms a shutdown timer, and every way an
+instance can stop ends in termination (InstanceInitiatedShutdownBehavior, spot interruption
+behaviour, volumes deleted on termination), so nothing outlives its trial for long. The
+2-minute interruption notice is read on the node from IMDSv2 (cloud/metadata.py).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from cloud.bootstrap import check_no_credentials, startup_script
+from cloud.provider import (
+    NODE_LABEL,
+    SWEEP_LABEL,
+    TRIAL_LABEL,
+    CapacityError,
+    ClusterSpec,
+    CredentialsError,
+    Node,
+    NodeState,
+    PlannedRequest,
+    Provider,
+    ProviderError,
+    ProviderEvent,
+    QuotaError,
+    cluster_name,
+)
+
+DEFAULT_AMI_PARAMETER = (
+    "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+)
+DEFAULT_REGION = "us-east-1"
+NAME_PREFIX = "gpuadv-"
+CAPACITY_CODES = {"InsufficientInstanceCapacity", "InsufficientCapacity", "Unsupported"}
+QUOTA_CODES = {"VcpuLimitExceeded", "InstanceLimitExceeded", "MaxSpotInstanceCountExceeded"}
+AUTH_CODES = {"AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId"}
+SPOT_INTERRUPTED = "Server.SpotInstanceTermination"
+LIVE = ["pending", "running", "stopping", "stopped", "shutting-down"]
+STATES = {
+    "pending": NodeState.PENDING,
+    "running": NodeState.RUNNING,
+    "stopping": NodeState.STOPPING,
+    "shutting-down": NodeState.STOPPING,
+    "stopped": NodeState.TERMINATED,
+    "terminated": NodeState.TERMINATED,
+}
+
+
+def instance_name(cluster: str, node: int) -> str:
+    return f"{NAME_PREFIX}{cluster}-{node}"
+
+
+def _code(exc: Exception) -> str:
+    return getattr(exc, "response", {}).get("Error", {}).get("Code", "")
+
+
+class AwsProvider(Provider):
+    name = "aws"
+
+    def __init__(
+        self,
+        region: str | None = None,
+        *,
+        ec2=None,
+        ssm=None,
+        ami_parameter: str = DEFAULT_AMI_PARAMETER,
+        instance_profile: str | None = None,
+        install: str | None = None,
+        clock=time.time,
+    ):
+        self.region = region
+        self._ec2, self._ssm = ec2, ssm
+        self.ami_parameter, self.instance_profile = ami_parameter, instance_profile
+        self._install, self._clock = install, clock
+        self._reported: set[tuple[str, str]] = set()
+
+    def _clients(self):
+        if self._ec2 is None or self._ssm is None:
+            try:
+                import boto3
+            except ImportError:
+                raise ProviderError("the aws provider needs boto3; pip install 'gpu-advisor[aws]'") from None
+            session = boto3.session.Session(region_name=self.region)
+            if session.get_credentials() is None:
+                raise CredentialsError(
+                    "no AWS credentials found; run `aws configure` (or `aws sso login`), or set "
+                    "AWS_PROFILE / AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+                )
+            region = session.region_name or DEFAULT_REGION
+            self._ec2 = self._ec2 or session.client("ec2", region_name=region)
+            self._ssm = self._ssm or session.client("ssm", region_name=region)
+        return self._ec2, self._ssm
+
+    def _call(self, what: str, method, **kwargs) -> dict:
+        """One EC2/SSM call with AWS's error codes turned into the provider's errors."""
+        from botocore.exceptions import ClientError, NoCredentialsError
+
+        try:
+            return method(**kwargs)
+        except NoCredentialsError:
+            raise CredentialsError(
+                "no AWS credentials found; run `aws configure` or set AWS_PROFILE"
+            ) from None
+        except ClientError as exc:
+            code, message = _code(exc), exc.response["Error"].get("Message", "")
+            if code in CAPACITY_CODES:
+                raise CapacityError(f"{code}: {message}") from None
+            if code in QUOTA_CODES:
+                raise QuotaError(
+                    f"{code}: {message}; request a limit increase in Service Quotas (EC2)"
+                ) from None
+            if code in AUTH_CODES:
+                raise CredentialsError(f"AWS refused the credentials for {what}: {message}") from None
+            raise ProviderError(f"{what} failed: {code}: {message}") from None
+
+    # -- requests -------------------------------------------------------------------------
+
+    def tags(self, spec: ClusterSpec, node: int) -> list[dict[str, str]]:
+        labels = {"Name": instance_name(spec.cluster, node), **spec.labels(node)}
+        check_no_credentials(repr(labels), "tags")
+        return [{"Key": k, "Value": v} for k, v in labels.items()]
+
+    def run_request(
+        self, spec: ClusterSpec, node: int, image: str, subnet: str | None, rendezvous: str | None
+    ) -> dict[str, Any]:
+        tags = self.tags(spec, node)
+        script = startup_script(
+            spec, node, provider=self.name, rendezvous_host=rendezvous,
+            shutdown_after_s=spec.max_run_seconds, install=self._install,
+            launched_at=self._clock(),
+        )
+        request: dict[str, Any] = {
+            "ImageId": image,
+            "InstanceType": spec.instance_type,
+            "MinCount": 1,
+            "MaxCount": 1,
+            "UserData": script,
+            "InstanceInitiatedShutdownBehavior": "terminate",  # the shutdown timer deletes it
+            "TagSpecifications": [
+                {"ResourceType": "instance", "Tags": tags},
+                {"ResourceType": "volume", "Tags": tags},
+            ],
+            "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},  # IMDSv2
+            "BlockDeviceMappings": [{
+                "DeviceName": "/dev/sda1",
+                "Ebs": {"VolumeSize": 100, "VolumeType": "gp3", "DeleteOnTermination": True},
+            }],
+        }
+        if subnet:
+            request["SubnetId"] = subnet
+        if spec.spot:
+            request["InstanceMarketOptions"] = {
+                "MarketType": "spot",
+                "SpotOptions": {
+                    "SpotInstanceType": "one-time",
+                    "InstanceInterruptionBehavior": "terminate",
+                },
+            }
+        if self.instance_profile:
+            request["IamInstanceProfile"] = {"Name": self.instance_profile}
+        return request
+
+    def plan(self, spec: ClusterSpec) -> list[PlannedRequest]:
+        image = spec.image or f"<ssm:{self.ami_parameter}>"
+        zones = list(spec.zones) or ["<default subnet of each zone>"]
+        return [
+            PlannedRequest(self.name, "ec2.RunInstances", {
+                "region": spec.region or self.region or DEFAULT_REGION,
+                "zones_in_order": zones,
+                **self.run_request(spec, node, image, None, "<node 0 private address>"),
+            })
+            for node in range(spec.nodes)
+        ]
+
+    # -- launch ---------------------------------------------------------------------------
+
+    def _image(self, spec: ClusterSpec) -> str:
+        if spec.image:
+            return spec.image
+        _, ssm = self._clients()
+        found = self._call("ssm.GetParameter", ssm.get_parameter, Name=self.ami_parameter)
+        return found["Parameter"]["Value"]
+
+    def _subnets(self, spec: ClusterSpec) -> list[tuple[str, str]]:
+        """(zone, subnet) pairs to try in order: the default subnet of each zone."""
+        ec2, _ = self._clients()
+        filters = [{"Name": "default-for-az", "Values": ["true"]}]
+        if spec.zones:
+            filters.append({"Name": "availability-zone", "Values": list(spec.zones)})
+        found = self._call("ec2.DescribeSubnets", ec2.describe_subnets, Filters=filters)
+        by_zone = {s["AvailabilityZone"]: s["SubnetId"] for s in found["Subnets"]}
+        order = list(spec.zones) or sorted(by_zone)
+        missing = [z for z in order if z not in by_zone]
+        if missing or not by_zone:
+            raise ProviderError(
+                f"no default subnet in {', '.join(missing) or 'the region'}; create one with "
+                "`aws ec2 create-default-subnet --availability-zone ZONE` or list other zones"
+            )
+        return [(zone, by_zone[zone]) for zone in order]
+
+    def launch(self, spec: ClusterSpec) -> list[Node]:
+        existing = {n.index: n for n in self._cluster_nodes(spec.cluster, live_only=True)}
+        image = self._image(spec)
+        if existing:  # idempotent: complete the cluster where it already lives
+            zone = next(iter(existing.values())).zone
+            return self._launch_in(spec, image, [(z, s) for z, s in self._subnets(spec)
+                                                 if z == zone] or [(zone, None)], existing)
+        return self._launch_in(spec, image, self._subnets(spec), existing)
+
+    def _launch_in(self, spec, image, subnets, existing: dict[int, Node]) -> list[Node]:
+        stockouts = []
+        for zone, subnet in subnets:
+            nodes = dict(existing)
+            try:
+                for index in range(spec.nodes):
+                    if index not in nodes:
+                        rendezvous = nodes[0].internal_address if index else None
+                        nodes[index] = self._run(spec, index, image, subnet, rendezvous)
+                return [nodes[i] for i in range(spec.nodes)]
+            except CapacityError as exc:
+                stockouts.append(f"{zone} ({exc})")
+                self.terminate([n for i, n in nodes.items() if i not in existing])
+        raise CapacityError(
+            f"no capacity for {spec.nodes} x {spec.instance_type} in {'; '.join(stockouts)}; "
+            "add zones to the spec or try another instance type"
+        )
+
+    def _run(self, spec: ClusterSpec, index: int, image: str, subnet, rendezvous) -> Node:
+        ec2, _ = self._clients()
+        request = self.run_request(spec, index, image, subnet, rendezvous)
+        launched_at = self._clock()
+        found = self._call("ec2.RunInstances", ec2.run_instances, **request)["Instances"][0]
+        return self._node(found, launched_at)
+
+    def _node(self, instance: dict, launched_at: float | None = None) -> Node:
+        tags = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
+        zone = instance.get("Placement", {}).get("AvailabilityZone")
+        return Node(
+            provider=self.name,
+            cluster=cluster_name(tags.get(SWEEP_LABEL, ""), tags.get(TRIAL_LABEL, "")),
+            index=int(tags.get(NODE_LABEL, 0)),
+            id=instance["InstanceId"],
+            region=zone[:-1] if zone else self.region,
+            zone=zone,
+            internal_address=instance.get("PrivateIpAddress"),
+            spot=instance.get("InstanceLifecycle") == "spot",
+            launched_at=launched_at or instance["LaunchTime"].timestamp(),
+            labels=tags,
+        )
+
+    # -- observe --------------------------------------------------------------------------
+
+    def _describe(self, filters: list[dict]) -> list[dict]:
+        ec2, _ = self._clients()
+
+        def every_page() -> list[dict]:  # paginator errors surface while iterating
+            pages = ec2.get_paginator("describe_instances").paginate(Filters=filters)
+            return [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
+
+        return self._call("ec2.DescribeInstances", every_page)
+
+    def _cluster_instances(self, cluster: str, live_only: bool = False) -> list[dict]:
+        filters = [{"Name": "tag:Name", "Values": [instance_name(cluster, 0)[:-1] + "*"]}]
+        if live_only:
+            filters.append({"Name": "instance-state-name", "Values": LIVE[:2]})
+        pattern = re.compile(re.escape(instance_name(cluster, 0)[:-1]) + r"\d+")
+        return [i for i in self._describe(filters) if any(
+            t["Key"] == "Name" and pattern.fullmatch(t["Value"]) for t in i.get("Tags", []))]
+
+    def _cluster_nodes(self, cluster: str, live_only: bool = False) -> list[Node]:
+        return [self._node(i) for i in self._cluster_instances(cluster, live_only)]
+
+    def list(self, cluster: str) -> dict[str, NodeState]:
+        return {i["InstanceId"]: _state(i) for i in self._cluster_instances(cluster)}
+
+    def poll_events(self, cluster: str) -> list[ProviderEvent]:
+        now, events = self._clock(), []
+        for instance in self._cluster_instances(cluster):
+            node, state = instance["InstanceId"], _state(instance)
+            kind = {NodeState.RUNNING: "running", NodeState.PREEMPTED: "preempted",
+                    NodeState.TERMINATED: "terminated"}.get(state)
+            if kind is None or (node, kind) in self._reported:
+                continue
+            self._reported.add((node, kind))
+            detail: dict[str, Any] = {"launch_time": instance["LaunchTime"].timestamp()}
+            if kind == "preempted":
+                detail.update(cause="interruption", notice_s=120.0)
+            events.append(ProviderEvent(node, kind, now, detail))
+        return events
+
+    # -- end ------------------------------------------------------------------------------
+
+    def terminate(self, nodes: list[Node]) -> None:
+        ids = sorted({n.id for n in nodes})
+        if not ids:
+            return
+        ec2, _ = self._clients()
+        try:
+            self._call("ec2.TerminateInstances", ec2.terminate_instances, InstanceIds=ids)
+        except ProviderError as exc:
+            if "InvalidInstanceID" not in str(exc):
+                raise
+            for one in ids:  # one id is unknown (gone long ago): terminate the rest singly
+                try:
+                    self._call("ec2.TerminateInstances", ec2.terminate_instances, InstanceIds=[one])
+                except ProviderError as single:
+                    if "InvalidInstanceID" not in str(single):
+                        raise
+
+    def revoke(self, node: Node) -> None:
+        """EC2 offers no interruption API outside AWS FIS: the node is terminated at once,
+        an interruption without the 2-minute notice."""
+        self.terminate([node])
+
+    def leftovers(self, older_than_s: float | None = None) -> list[Node]:
+        now = self._clock()
+        filters = [{"Name": "tag-key", "Values": [SWEEP_LABEL]},
+                   {"Name": "instance-state-name", "Values": LIVE}]
+        return [self._node(i) for i in self._describe(filters)
+                if older_than_s is None or now - i["LaunchTime"].timestamp() >= older_than_s]
+
+
+def _state(instance: dict) -> NodeState:
+    name = instance["State"]["Name"]
+    if name in ("terminated", "shutting-down") and \
+            instance.get("StateReason", {}).get("Code") == SPOT_INTERRUPTED:
+        return NodeState.PREEMPTED
+    return STATES.get(name, NodeState.PENDING)
