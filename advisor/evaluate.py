@@ -133,5 +133,7 @@ def summarise(rows: list[dict], groups: list[str], split: str, target: str,
         "baseline_loglinear_mape": ape("baseline", rows),
         "interval_coverage": float(np.mean([r["lo"] <= r["measured"] <= r["hi"] for r in rows])),
         "interval_level": 0.9,
+        "mape_by_workers": {str(w): ape("predicted", [r for r in rows if r["workers"] == w])
+                            for w in sorted({r["workers"] for r in rows})},
         "groups": per_group, "predictions": rows, "skipped": skipped,
     }

@@ -140,9 +140,13 @@ def network_gbps(provider: str, trial: Mapping[str, Any]) -> float:
 
 @cache
 def _catalog_bandwidth() -> dict[tuple[str, str], float]:
+    import warnings
+
     try:
         from cloud.catalog import load_catalog
-        offerings = load_catalog().offerings
+        with warnings.catch_warnings():  # only bandwidths are read here, never prices
+            warnings.simplefilter("ignore")
+            offerings = load_catalog().offerings
     except (ImportError, FileNotFoundError):
         return {}
     return {(o.provider, o.instance_type): float(o.network_gbps) for o in offerings}

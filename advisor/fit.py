@@ -23,8 +23,8 @@ from advisor import physics
 from advisor.artifact import SCHEMA_VERSION, Artifact, config_keys
 from advisor.features import model_features, take, trial_features
 
-PRIOR_STRENGTH = 0.1  # weight of each prior row against the data's log-error rows
-RIDGE_ALPHA = 3.0
+PRIOR_STRENGTH = 1.0  # weight of each prior row against the data's log-error rows
+RIDGE_ALPHA = 100.0  # strong: held-out models showed corrections overfit (see evaluate)
 CORRECTION_INPUTS = ("log_flops", "log_batch", "log_peak", "log_workers", "log_intensity")
 MISCOVERAGE = 0.1  # 90% intervals
 SEED = 0

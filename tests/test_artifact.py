@@ -1,0 +1,123 @@
+"""The artifact predictor: numpy only, vectorised, provenance, errors, lifetimes, and the
+shipped artifact is exactly what `advisor fit` makes from the shipped data."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from advisor.artifact import ArtifactError, load_artifact
+from advisor.features import gpu_features, to_arrays
+from advisor.fit import fit_store
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "datasets" / "model_artifact.json"
+
+BLOCKED_PREDICT = """
+import sys, importlib.abc
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in {"pandas", "sklearn", "scipy", "torch", "transformers"}:
+            raise ImportError("blocked " + name)
+sys.meta_path.insert(0, Block())
+import numpy as np
+from advisor.artifact import load_artifact
+from advisor.features import gpu_features, to_arrays
+row = dict(model="resnet50", params=25.6e6, flops_per_sample=12.3e9, gradient_bytes=102e6,
+           activation_bytes=100e6, gpu="A100-40GB", nodes=2, gpus_per_node=8,
+           network_gbps=100.0, sync="allreduce", ps_count=1, batch_per_gpu=256,
+           precision="amp", provider="gcp", spot=True, **gpu_features("A100-40GB"))
+features = to_arrays([row] * 100_000)
+art = load_artifact()
+for target in ("throughput", "startup_s", "checkpoint_s", "recovery_s"):
+    p = art.predict(target, features)
+    assert p.value.shape == p.lo.shape == p.hi.shape == p.provenance.shape == (100_000,)
+    assert np.all(p.lo <= p.value) and np.all(p.value <= p.hi) and np.all(p.value > 0)
+life = art.lifetime("aws", "A100-40GB", "us-east-1", True)
+assert life.sample(np.random.default_rng(0), 10).shape == (10,)
+print("ok")
+"""
+
+
+def candidate(**overrides):
+    row = dict(model="resnet50", params=25.6e6, flops_per_sample=12.3e9, gradient_bytes=102e6,
+               activation_bytes=100e6, gpu="V100", nodes=1, gpus_per_node=8, network_gbps=32.0,
+               sync="allreduce", ps_count=1, batch_per_gpu=256, precision="amp",
+               provider="gcp", spot=False)
+    row.update(overrides)
+    return row | gpu_features(row["gpu"])
+
+
+def test_predict_needs_neither_pandas_nor_sklearn_nor_scipy():
+    out = subprocess.run([sys.executable, "-c", BLOCKED_PREDICT], capture_output=True,
+                         text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_shipped_artifact_is_what_fit_makes_from_the_shipped_data(tmp_path):
+    out = tmp_path / "rebuilt.json"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "build_artifact.py"), "--output",
+                    str(out)], check=True, cwd=ROOT, capture_output=True)
+    shipped, rebuilt = json.loads(SHIPPED.read_text()), json.loads(out.read_text())
+    for doc in (shipped, rebuilt):
+        doc.pop("fitted_at"), doc.pop("library_versions")
+    assert rebuilt == shipped, "datasets/model_artifact.json is stale: run " \
+        "scripts/build_artifact.py"
+
+
+def test_measured_configurations_answer_with_their_measurements(tmp_path):
+    from profiler.store import Store
+
+    with Store(tmp_path / "m.db") as store:
+        store.add_rows("models", [{"model": "net", "params": 10_000_000,
+                                   "flops_per_sample": 2e9, "gradient_bytes": 40_000_000,
+                                   "activation_bytes": 3e7, "source": "test"}])
+        for throughput in (900.0, 1000.0, 1100.0):
+            store.add_trial({"trial_key": "a", "status": "finished", "source": "local",
+                             "provider": "gcp", "gpu_type": "T4", "nodes": 1,
+                             "gpus_per_node": 1, "sync": "allreduce", "ps_count": 1,
+                             "model": "net", "batch_per_gpu": 32, "precision": "fp32",
+                             "throughput": throughput})
+    doc, _ = fit_store(tmp_path / "m.db")
+    (tmp_path / "a.json").write_text(json.dumps(doc))
+    artifact = load_artifact(tmp_path / "a.json")
+    base = dict(model="net", params=1e7, flops_per_sample=2e9, gradient_bytes=4e7,
+                activation_bytes=3e7, gpu="T4", gpus_per_node=1, precision="fp32",
+                batch_per_gpu=32)
+    p = artifact.predict("throughput", to_arrays([
+        candidate(**base), candidate(**base | {"nodes": 4}), candidate(**base | {"gpu": "L4"})]))
+    assert p.value[0] == 1000.0 and (p.lo[0], p.hi[0]) == (900.0, 1100.0)
+    assert p.provenance.tolist() == ["measured", "extrapolated", "extrapolated"]
+
+
+def test_bad_artifacts_give_errors_that_name_the_fix(tmp_path):
+    with pytest.raises(ArtifactError, match="advisor fit"):
+        load_artifact(tmp_path / "absent.json")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ArtifactError, match="not valid JSON"):
+        load_artifact(tmp_path / "bad.json")
+    (tmp_path / "old.json").write_text(json.dumps({"schema_version": 0}))
+    with pytest.raises(ArtifactError, match="schema"):
+        load_artifact(tmp_path / "old.json")
+    with pytest.raises(ArtifactError, match="unknown target"):
+        load_artifact(SHIPPED).predict("speed", to_arrays([candidate()]))
+
+
+def test_lifetimes_follow_the_documented_prior():
+    artifact = load_artifact(SHIPPED)
+    on_demand = artifact.lifetime("gcp", "V100", "us-central1", spot=False)
+    assert math.isinf(on_demand.scale_s) and np.all(np.isinf(on_demand.sample(
+        np.random.default_rng(0), 3)))
+    gcp = artifact.lifetime("gcp", "V100", "us-central1", spot=True)
+    assert (gcp.shape, gcp.scale_s) == (1.0, 86400.0) and gcp.source.startswith("prior")
+    samples = gcp.sample(np.random.default_rng(0), 200_000)
+    assert samples.mean() == pytest.approx(86400, rel=0.01)
+    assert gcp.survival([0, 86400])[1] == pytest.approx(math.exp(-1))
+    aws = artifact.lifetime("aws", "V100", "nowhere-1", spot=True)
+    # A market without a Spot Advisor bucket gets the pessimistic >20%/month bucket.
+    assert aws.scale_s == pytest.approx(30 * 86400 / -math.log(1 - 0.25), rel=1e-6)

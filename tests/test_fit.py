@@ -1,0 +1,141 @@
+"""Fitting: recovers known physics, extrapolates to an unseen GPU, survival with censoring,
+checkpoints, determinism, and the `advisor fit` command."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from advisor import physics
+from advisor.artifact import load_artifact
+from advisor.features import gpu_features, to_arrays
+from advisor.fit import fit_checkpoint, fit_store
+from advisor.survival import fit_weibull
+from profiler.store import Store
+
+MODELS = {  # name: (params, flops per sample, activation bytes per sample)
+    "small": (1e6, 0.5e9, 5e6), "mid": (10e6, 4e9, 40e6), "big": (60e6, 20e9, 120e6),
+    "wide": (100e6, 8e9, 20e6), "deep": (5e6, 10e9, 200e6),
+}
+TRUE = {**physics.PRIOR, "compute_fp32": 4.0, "compute_tensor": 9.0, "memory": 2.0,
+        "fixed": 0.01, "allreduce_inter": 0.8}
+
+
+def row(model, gpu, nodes, per_node, precision, batch=64):
+    params, flops, activation = MODELS[model]
+    return dict(model=model, params=params, flops_per_sample=flops, gradient_bytes=4 * params,
+                activation_bytes=activation, gpu=gpu, nodes=nodes, gpus_per_node=per_node,
+                network_gbps=25.0, sync="allreduce", ps_count=1, batch_per_gpu=batch,
+                precision=precision, provider="aws", spot=False, **gpu_features(gpu))
+
+
+def true_throughput(rows):
+    features = to_arrays(rows)
+    return physics.cluster_throughput(features, physics.step_time(features, TRUE))
+
+
+def synthetic_store(path, gpus=("K80", "T4", "V100", "A100-40GB")):
+    rows = [row(m, g, n, k, p) for m in MODELS for g in gpus for n in (1, 2, 4)
+            for k in (1, 4) for p in ("fp32", "amp")]
+    with Store(path) as store:
+        store.add_rows("models", [{"model": m, "params": int(v[0]), "flops_per_sample": v[1],
+                                   "gradient_bytes": int(4 * v[0]), "activation_bytes": v[2],
+                                   "source": "test"} for m, v in MODELS.items()])
+        for r, thr in zip(rows, true_throughput(rows)):
+            store.add_trial({
+                "trial_key": f"{r['model']}-{r['gpu']}-{r['nodes']}-{r['gpus_per_node']}-"
+                             f"{r['precision']}", "status": "finished", "source": "local",
+                "provider": "aws", "gpu_type": r["gpu"], "nodes": r["nodes"],
+                "gpus_per_node": r["gpus_per_node"], "sync": "allreduce", "ps_count": 1,
+                "model": r["model"], "batch_per_gpu": 64, "precision": r["precision"],
+                "throughput": float(thr), "extra": {"network_gbps": 25.0}})
+    return rows
+
+
+def test_fit_recovers_known_physics_and_extrapolates_to_an_unseen_gpu(tmp_path):
+    synthetic_store(tmp_path / "m.db")
+    doc, info = fit_store(tmp_path / "m.db")
+    assert info["skipped"] == {}
+    assert doc["training_data"]["throughput_configs"] == 5 * 4 * 3 * 2 * 2
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps(doc))
+    artifact = load_artifact(path)
+    unseen = [row(m, "H100-80GB", n, 8, p) for m in MODELS for n in (1, 4) for p in ("fp32", "amp")]
+    predicted = artifact.predict("throughput", to_arrays(unseen))
+    error = np.abs(predicted.value / true_throughput(unseen) - 1)
+    assert error.max() < 0.05
+    assert set(predicted.provenance) == {"extrapolated"}
+    assert np.all(predicted.lo < predicted.value) and np.all(predicted.value < predicted.hi)
+
+
+def test_fit_is_deterministic(tmp_path):
+    synthetic_store(tmp_path / "m.db", gpus=("T4", "V100"))
+    first, _ = fit_store(tmp_path / "m.db")
+    second, _ = fit_store(tmp_path / "m.db")
+    first.pop("fitted_at"), second.pop("fitted_at")
+    assert first == second
+
+
+def test_weibull_fit_with_censoring_recovers_shape_and_scale():
+    rng = np.random.default_rng(1)
+    life = 7200 * rng.weibull(0.7, 3000)
+    observed_until = rng.uniform(0, 20000, 3000)  # observation ends before some revocations
+    shape, scale = fit_weibull(np.minimum(life, observed_until), life <= observed_until)
+    assert shape == pytest.approx(0.7, rel=0.08)
+    assert scale == pytest.approx(7200, rel=0.1)
+    # Ignoring the censoring would bias the life short: the fit must not.
+    naive_shape, naive_scale = fit_weibull(np.minimum(life, observed_until), np.ones(3000))
+    assert naive_scale < 0.8 * scale
+
+
+def test_checkpoint_time_is_fixed_cost_plus_bytes_over_bandwidth():
+    rows = [{"model": f"m{i}", "params": b / 8, "bytes": b, "target": "bucket",
+             "save_s": 2.0 + b / 50e6} for i, b in enumerate([1e6, 1e7, 1e8, 5e8])]
+    spec = fit_checkpoint(rows)
+    assert spec["bytes_per_param"] == 8
+    bucket = spec["targets"]["bucket"]
+    assert bucket["fixed_s"] == pytest.approx(2.0, rel=1e-3)
+    assert bucket["s_per_byte"] == pytest.approx(1 / 50e6, rel=1e-3)
+    assert spec["targets"]["local"]["n"] == 0  # no local rows: the prior stays
+
+
+def test_fit_lifetimes_and_overheads_from_the_store(tmp_path):
+    rng = np.random.default_rng(2)
+    with Store(tmp_path / "m.db") as store:
+        store.add_rows("lifetimes", [
+            {"provider": "gcp", "region": "us-east1", "gpu_type": "T4", "spot": 1,
+             "lifetime_s": float(t), "revoked": 1, "source": "test"}
+            for t in 3600 * rng.weibull(1.5, 200)])
+        store.add_rows("startups", [
+            {"provider": "gcp", "gpu_type": "T4", "spot": 1, "provisioning_s": 2.0,
+             "staging_s": 40.0 + i, "booting_s": 30.0, "first_step_s": 20.0, "source": "test"}
+            for i in range(12)])
+    doc, _ = fit_store(tmp_path / "m.db")
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps(doc))
+    artifact = load_artifact(path)
+    life = artifact.lifetime("gcp", "T4", "us-east1", spot=True)
+    assert life.shape == pytest.approx(1.5, rel=0.15) and "fitted" in life.source
+    assert artifact.lifetime("gcp", "V100", "us-east1", spot=True).source.startswith("fitted")
+    features = to_arrays([row("small", "T4", 1, 1, "fp32") | {"provider": "gcp", "spot": True}])
+    startup = artifact.predict("startup_s", features)
+    assert startup.value[0] == pytest.approx(2 + 45.5 + 30 + 20)
+    assert startup.provenance[0] == "measured"
+
+
+def test_fit_command_writes_an_artifact_and_fails_cleanly(tmp_path):
+    synthetic_store(tmp_path / "m.db", gpus=("T4",))
+    cli = [sys.executable, "-c", "from advisor.cli import main; main()", "fit"]
+    out = subprocess.run(cli + ["--store", str(tmp_path / "m.db"), "--output",
+                                str(tmp_path / "a.json"), "--format", "json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["throughput_configs"] == 60
+    assert load_artifact(tmp_path / "a.json").doc["schema_version"] == 1
+    missing = subprocess.run(cli + ["--store", str(tmp_path / "none.db")],
+                             capture_output=True, text=True)
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("error: no measurement store") and "Traceback" not in \
+        missing.stderr
