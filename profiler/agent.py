@@ -93,7 +93,9 @@ class AgentConfig(BaseModel):
             "--rdzv-backend=c10d",
             f"--rdzv-endpoint={self.endpoint}",
             f"--rdzv-id={self.cluster}",
-            "--rdzv-conf=last_call_timeout=1",
+            # Node 0 hosts the rendezvous store, whatever the address heuristic says: nodes
+            # sharing one machine (the local provider) would otherwise race to host it.
+            f"--rdzv-conf=last_call_timeout=1,is_host={str(self.node == 0).lower()}",
             f"--max-restarts={self.max_restarts}",
             "--monitor-interval=0.5",
             "-m", "profiler.worker", "--config", str(worker_config),

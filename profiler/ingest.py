@@ -76,7 +76,8 @@ def startup_rows(records: list[dict]) -> list[dict[str, Any]]:
         rows.append({
             "node": start["node"],
             "provisioning_s": booted - launched if fresh_vm else None,
-            "booting_s": (start["t"] - (booted if fresh_vm else launched)
+            # max(0, ...): a process start time read from /proc has 10 ms ticks.
+            "booting_s": (max(0.0, start["t"] - (booted if fresh_vm else launched))
                           if launched is not None else None),
             "first_step_s": step["t"] - start["t"] if step else None,
             "extra": {"replacement": any(s["node"] == start["node"] and s["t"] < start["t"]

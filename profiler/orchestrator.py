@@ -7,6 +7,7 @@ trials are in the store as soon as they end, so an interrupted sweep resumes whe
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import time
@@ -49,27 +50,35 @@ def cluster_spec(spec: SweepSpec, trial: Trial, provider: str, results: str) -> 
 
 
 def agent_config(trial: Trial, provider: str, results: str) -> dict[str, Any]:
-    """What every node agent of the trial gets (the provider adds node and rendezvous)."""
-    return {
+    """What every node agent of the trial gets (profiler/agent.py's AgentConfig); the
+    provider adds the node index, cluster size, rendezvous endpoint and launch time."""
+    config = {
         "provider": provider,
         "sink": results,
         "nproc_per_node": trial.nproc_per_node,
+        "gpus_per_node": trial.gpus_per_node,
+        "checkpoint_dir": checkpoint_dir(trial, provider, results),
         "worker": {
             "model": trial.model, "batch_size": trial.batch_size,
             "precision": trial.precision, "image_size": trial.image_size,
             "seq_len": trial.seq_len, "tolerance": trial.tolerance,
             "max_seconds": trial.max_seconds,
-            "checkpoint_dir": checkpoint_dir(trial, provider, results),
             "checkpoint_every_steps": trial.checkpoint_every,
         },
     }
+    if provider == "local":
+        # Local nodes share this machine's cores: each gets its share, not all of them.
+        threads = max(1, (os.cpu_count() or 1) // (trial.nodes * trial.nproc_per_node))
+        config["env"] = {"OMP_NUM_THREADS": str(threads)}
+    return config
 
 
-def checkpoint_dir(trial: Trial, provider: str, results: str) -> str:
-    """Local nodes share this machine's disk, beside the records; a VM keeps its own."""
+def checkpoint_dir(trial: Trial, provider: str, results: str) -> str | None:
+    """Local nodes share this machine's disk: beside the records. A VM keeps its own (None:
+    the agent's default), which the next rank 0 sees as long as node 0 survives."""
     if provider == "local" and results.startswith("file://"):
         return str(Path(results.removeprefix("file://")) / f"{trial.sweep}-{trial.key}" / "ckpt")
-    return "/var/tmp/gpuadvisor/checkpoint"
+    return None
 
 
 def deadline_s(trial: Trial) -> float:
@@ -184,8 +193,8 @@ class TrialRun:
         """An earlier attempt of this trial (crashed or failed) leaves nodes and a checkpoint."""
         leftover = [n for n in self.provider.leftovers() if n.cluster == self.cluster.cluster]
         self.provider.terminate(leftover)
-        ckpt = self.cluster.agent_config["worker"]["checkpoint_dir"]
-        if self.provider.name == "local":
+        ckpt = self.cluster.agent_config["checkpoint_dir"]
+        if ckpt and self.provider.name == "local":
             shutil.rmtree(ckpt, ignore_errors=True)
 
     def _follow(self) -> str | None:
@@ -282,7 +291,11 @@ def _gpu_type(result: dict | None) -> str | None:
 
 
 def _params(model: str) -> int | None:
-    from profiler.cards import load_cards
+    """The model card's parameter count; a missing card must not cost the measurement."""
+    try:
+        from profiler.cards import load_cards
 
-    card = load_cards().get(model)
+        card = load_cards().get(model)
+    except (ImportError, OSError):
+        return None
     return int(card["params"]) if card and card.get("params") else None

@@ -1,0 +1,154 @@
+"""`profiler sweep` end to end on the local provider: real torchrun training of a small zoo
+model on 1 and 2 nodes, a real revocation (SIGKILL of a node) and its recovery, resume,
+dry run, interruption and bad specs."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from profiler.store import Store
+
+PROFILER = [sys.executable, "-c", "from profiler.cli import main; main()"]
+TINY = """\
+name: tiny
+provider: local
+models: [resnet18]
+nodes: [1, 2]
+batch_size: 4
+image_size: 32
+max_seconds: 8
+checkpoint_every: 5
+startup_timeout: 180
+revocation: {node: 1, at_seconds: 4}
+"""
+
+
+def profiler(*args, env, timeout=400, **kwargs):
+    return subprocess.run([*PROFILER, *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, **kwargs)
+
+
+@pytest.fixture
+def env(tmp_path):
+    return {**os.environ, "GPUADVISOR_LOCAL_STATE": str(tmp_path / "state"),
+            "OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """One real sweep (2 trials, one revocation), shared by the tests that read it."""
+    tmp = tmp_path_factory.mktemp("sweep")
+    env = {**os.environ, "GPUADVISOR_LOCAL_STATE": str(tmp / "state"), "OMP_NUM_THREADS": "1"}
+    (tmp / "tiny.yaml").write_text(TINY)
+    run = profiler("sweep", str(tmp / "tiny.yaml"), "--store", str(tmp / "runs.db"), env=env)
+    return tmp, env, run
+
+
+@pytest.mark.slow
+def test_sweep_measures_one_and_two_nodes(swept):
+    tmp, _, run = swept
+    assert run.returncode == 0, run.stderr
+    assert "2 finished, 0 failed, 0 skipped" in run.stdout
+    with Store(tmp / "runs.db") as store:
+        trials = store.rows("trials")
+        assert [(t["nodes"], t["status"]) for t in trials] == [(1, "finished"), (2, "finished")]
+        for trial in trials:
+            assert trial["throughput"] > 0 and trial["steps_measured"] > 0
+            assert trial["extra"]["world_size"] == trial["nodes"]
+            assert trial["provider"] == "local" and trial["sync"] == "allreduce"
+            assert trial["price_per_node_hour"] == 0 and trial["software"]["torch"]
+            startups = store.rows("startups", {"trial_id": trial["id"]})
+            first_starts = [s for s in startups if not s["extra"]["replacement"]]
+            assert sorted(s["node"] for s in first_starts) == list(range(trial["nodes"]))
+            assert all(s["booting_s"] > 0 and s["first_step_s"] > 0 for s in first_starts)
+        assert store.rows("checkpoints", {"trial_id": trials[0]["id"]})
+
+
+@pytest.mark.slow
+def test_revocation_is_measured_in_order(swept):
+    tmp, _, run = swept
+    assert run.returncode == 0, run.stderr
+    with Store(tmp / "runs.db") as store:
+        [one, two] = store.rows("trials")
+        assert store.rows("revocations", {"trial_id": one["id"]}) == []
+        [rev] = store.rows("revocations", {"trial_id": two["id"]})
+        startups = store.rows("startups", {"trial_id": two["id"]})
+    assert rev["node"] == 1 and rev["cause"] == "sigkill" and rev["notice_s"] == 0
+    assert rev["at_seconds"] >= 4
+    for measure in ("detect_s", "rendezvous_s", "first_step_after_s", "replacement_ready_s"):
+        assert rev[measure] is not None and rev[measure] >= 0, measure
+    assert rev["detect_s"] <= rev["rendezvous_s"] <= rev["first_step_after_s"]
+    assert rev["first_step_after_s"] <= rev["replacement_ready_s"]
+    assert rev["restore_s"] > 0 and rev["steps_lost"] >= 0
+    assert [s["node"] for s in startups if s["extra"]["replacement"]] == [1]
+
+
+@pytest.mark.slow
+def test_rerun_skips_finished_trials(swept):
+    tmp, env, run = swept
+    assert run.returncode == 0, run.stderr
+    again = profiler("sweep", str(tmp / "tiny.yaml"), "--store", str(tmp / "runs.db"), env=env)
+    assert again.returncode == 0, again.stderr
+    assert "0 finished, 0 failed, 2 skipped" in again.stdout
+    with Store(tmp / "runs.db") as store:
+        assert len(store.rows("trials")) == 2
+    assert not list((tmp / "state").glob("*/node-*.json"))
+
+
+def test_dry_run_launches_nothing(tmp_path, env):
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    run = profiler("sweep", str(tmp_path / "tiny.yaml"), "--store", str(tmp_path / "runs.db"),
+                   "--dry-run", "--format", "json", env=env)
+    assert run.returncode == 0, run.stderr
+    planned = json.loads(run.stdout)
+    assert [len(p["requests"]) for p in planned] == [1, 2]
+    assert {r["action"] for p in planned for r in p["requests"]} == {"spawn"}
+    assert planned[1]["trial"]["revoke_node"] == 1
+    assert not (tmp_path / "state").exists() and not (tmp_path / "runs.db").exists()
+
+
+def test_sigterm_terminates_every_node_and_keeps_the_store(tmp_path, env):
+    (tmp_path / "one.yaml").write_text(TINY.replace("nodes: [1, 2]", "nodes: [2]")
+                                       .replace("max_seconds: 8", "max_seconds: 300"))
+    sweep = subprocess.Popen([*PROFILER, "sweep", str(tmp_path / "one.yaml"), "--store",
+                              str(tmp_path / "runs.db")], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(list((tmp_path / "state").glob("*/node-*.json"))) < 2:
+        assert time.monotonic() < deadline and sweep.poll() is None, sweep.communicate()
+        time.sleep(0.2)
+    pids = [json.loads(p.read_text())["pid"] for p in (tmp_path / "state").glob("*/node-*.json")]
+    sweep.send_signal(signal.SIGTERM)
+    _, err = sweep.communicate(timeout=60)
+    assert sweep.returncode == 130
+    assert err.strip().splitlines()[-1].startswith("error: interrupted") and "Traceback" not in err
+    assert not [p for p in pids if _running(p)]
+    with Store(tmp_path / "runs.db") as store:
+        assert [t["status"] for t in store.rows("trials")] == ["interrupted"]
+
+
+def _running(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("name: x\nmodels: [resnet18]\nnodse: [1]\n", "unknown key 'nodse'; did you mean 'nodes'?"),
+    ("name: x\nmodels: [resnet18]\nprovider: azure\n", "unknown provider 'azure'"),
+])
+def test_bad_spec_is_one_line_and_exit_2(tmp_path, env, text, expected):
+    (tmp_path / "bad.yaml").write_text(text)
+    run = profiler("sweep", str(tmp_path / "bad.yaml"), env=env)
+    assert run.returncode == 2
+    assert run.stderr.count("\n") == 1 and expected in run.stderr
+    missing = profiler("sweep", str(tmp_path / "missing.yaml"), env=env)
+    assert missing.returncode == 2 and "no such spec file" in missing.stderr
