@@ -1,0 +1,57 @@
+"""`advisor evaluate`: JSON shape on synthetic data, and accuracy on CM-DARE's data."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from advisor.evaluate import EvaluateError, evaluate
+from test_fit import synthetic_store
+
+CLI = [sys.executable, "-c", "from advisor.cli import main; main()", "evaluate"]
+# Measured on ../shared/reference/cmdare (the partial subset): leave-one-model-out MAPE 23.0%
+# (log-linear baseline 36.9%); the bound leaves margin for library differences only.
+CMDARE_MODEL_MAPE_BOUND = 26.0
+
+
+def test_evaluate_json_has_the_documented_shape(tmp_path):
+    synthetic_store(tmp_path / "m.db", gpus=("T4", "V100"))
+    out = subprocess.run(CLI + ["--store", str(tmp_path / "m.db"), "--split", "gpu",
+                                "--format", "json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["split"] == "gpu" and result["target"] == "throughput"
+    assert result["n"] == 120 == sum(g["n"] for g in result["groups"])
+    assert {g["group"] for g in result["groups"]} == {"T4", "V100"}
+    assert 0 <= result["interval_coverage"] <= 1
+    # Noise-free physics: an unseen GPU is predicted almost exactly; log-linear is not.
+    assert result["mape"] < 5 < result["baseline_loglinear_mape"]
+    assert set(result["predictions"][0]) >= {"measured", "predicted", "lo", "hi", "provenance"}
+
+
+def test_nodes_split_trains_small_and_tests_large(tmp_path):
+    synthetic_store(tmp_path / "m.db", gpus=("T4",))
+    result = evaluate(tmp_path / "m.db", "nodes", max_train_workers=4)
+    assert {g["group"] for g in result["groups"]} == {"8 workers", "16 workers"}
+    with pytest.raises(EvaluateError, match="max-train-workers"):
+        evaluate(tmp_path / "m.db", "nodes", max_train_workers=16)
+
+
+def test_bad_split_is_a_one_line_error(tmp_path):
+    synthetic_store(tmp_path / "m.db", gpus=("T4",))
+    out = subprocess.run(CLI + ["--store", str(tmp_path / "m.db"), "--split", "zone"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.startswith("error: unknown split")
+
+
+def test_leave_one_model_out_on_cmdare_beats_the_bound(reference, tmp_path):
+    from advisor.importers.cmdare import find_root, import_cmdare
+    from profiler.store import Store
+
+    with Store(tmp_path / "cmdare.db") as store:
+        import_cmdare(find_root(reference / "cmdare"), store)
+    result = evaluate(tmp_path / "cmdare.db", "model")
+    assert result["n"] >= 60
+    assert result["mape"] < CMDARE_MODEL_MAPE_BOUND
+    assert result["mape"] < result["baseline_loglinear_mape"]
