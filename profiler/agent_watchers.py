@@ -27,6 +27,8 @@ Watcher = Callable[[Notify, threading.Event], None]
 
 WATCHERS: dict[str, str | None] = {
     "local": None,  # a local node is killed without warning
+    "gcp": "cloud.metadata:watch_gcp",  # metadata server instance/preempted, 30 s
+    "aws": "cloud.metadata:watch_aws",  # IMDSv2 spot/instance-action, 2 min
 }
 
 
