@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cloud.provider import ClusterSpec, Node, PlannedRequest, Provider, ProviderError
+from cloud.provider import ClusterSpec, Node, NodeState, PlannedRequest, Provider, ProviderError
 from profiler import ingest
 from profiler.progress import SweepDisplay
 from profiler.revocation import Revoker
@@ -217,11 +217,12 @@ class TrialRun:
                 self.provider.poll_events(self.cluster.cluster), nodes)
             self.launched.update({n.id: n for n in nodes})
             result = ingest.final_result(self.records)
-            if result is not None and not self.revoker.pending:
-                return None
-            if result is not None:
+            if result is not None and self.revoker.pending:
                 return ("training finished before the revocation at "
-                        f"{trial.revoke_at:.0f}s; lower revocation.at_seconds or raise max_seconds")
+                        f"{trial.revoke_at:.0f}s; lower revocation.at_seconds or the tolerance")
+            if result is not None:
+                self._await_exit()
+                return None
             started_nodes = {r["node"] for r in self.records if r["type"] == "first_step"}
             if now - self.started > trial.startup_timeout and len(started_nodes) < trial.nodes \
                     and first_step is None:
@@ -233,6 +234,14 @@ class TrialRun:
                 ended_at = now
             if ended_at is not None and now - ended_at > EXIT_GRACE_S:
                 return ingest.error_message(self.records) or "node 0 exited without a result"
+
+    def _await_exit(self) -> None:
+        """Let the agents finish on their own after the result (their last records too)."""
+        deadline = time.time() + EXIT_GRACE_S
+        while time.time() < deadline and NodeState.RUNNING in set(
+                self.provider.list(self.cluster.cluster).values()):
+            time.sleep(POLL_S)
+        self.records = [r for r in self.sink.read_all() if r["t"] >= self.started - 1]
 
     def _node_zero_exited(self) -> bool:
         return any(r["type"] == "agent_exit" and r["node"] == 0 for r in self.records)

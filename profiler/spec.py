@@ -130,6 +130,10 @@ class SweepSpec(_Strict):
     def _cloud_needs_instance_types(self) -> SweepSpec:
         if self.provider != "local" and not self.instance_types:
             raise ValueError(f"the {self.provider} provider needs instance_types: [...]")
+        at = self.revocation.at_seconds if self.revocation else None
+        if at is not None and at >= self.max_seconds:
+            raise ValueError(f"revocation.at_seconds {at:g} must be below max_seconds "
+                             f"{self.max_seconds:g}: measuring stops then")
         if self.revocation and self.revocation.node >= max(self.nodes):
             raise ValueError(
                 f"revocation.node {self.revocation.node} does not exist in clusters of at most "
@@ -164,6 +168,8 @@ class SweepSpec(_Strict):
             revoke_at = revocation.at_seconds or revocation.lifetime.sample(
                 random.Random(f"{revocation.seed}:{key}")
             )
+            if revoke_at >= self.max_seconds:  # the node outlives the measurement
+                revocation = revoke_at = None
         return Trial(
             sweep=self.name, key=key, model=model, nodes=nodes, instance_type=instance_type,
             batch_size=batch, precision=precision, image_size=self.image_size,

@@ -28,14 +28,18 @@ def test_grid_is_the_product_of_the_lists_with_stable_unique_keys():
 
 def test_sampled_revocation_times_are_seeded_and_follow_the_mean():
     lifetime = {"distribution": "weibull", "mean_seconds": 30.0, "shape": 2.0}
-    raw = {**SMOKE, "nodes": list(range(2, 402)), "revocation": {"node": 1, "lifetime": lifetime,
-                                                                 "seed": 7}}
+    raw = {**SMOKE, "nodes": list(range(2, 402)), "max_seconds": 1e6,
+           "revocation": {"node": 1, "lifetime": lifetime, "seed": 7}}
     times = [t.revoke_at for t in parse_spec(raw).trials()]
     assert times == [t.revoke_at for t in parse_spec(raw).trials()]
     assert all(t > 0 for t in times)
     assert abs(sum(times) / len(times) - 30.0) < 3.0  # 400 draws: standard error ~0.8 s
     reseeded = parse_spec({**raw, "revocation": {**raw["revocation"], "seed": 8}}).trials()
     assert [t.revoke_at for t in reseeded] != times
+    # A node whose drawn lifetime outlasts the measurement is not revoked in that trial.
+    short = parse_spec({**raw, "max_seconds": 30}).trials()
+    assert all(t.revoke_at is None or t.revoke_at < 30 for t in short)
+    assert {t.revoke_node for t in short} == {None, 1}
 
 
 @pytest.mark.parametrize("change, expected", [
@@ -50,6 +54,7 @@ def test_sampled_revocation_times_are_seeded_and_follow_the_mean():
     ({"results": "http://x"}, "a sink URL starts with file://, gs://, s3://"),
     ({"provider": "gcp"}, "the gcp provider needs instance_types"),
     ({"name": "Smoke Test"}, "name: use 1-40 lowercase letters"),
+    ({"max_seconds": 20}, "revocation.at_seconds 20 must be below max_seconds 20"),
 ])
 def test_bad_specs_name_the_field_and_the_fix(change, expected):
     raw = {**SMOKE, **change}
