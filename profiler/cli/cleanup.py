@@ -1,1 +1,77 @@
-"""Filled in by its owner."""
+"""`profiler cleanup`: find and delete what crashed sweeps left running on a cloud."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import typer
+
+from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit, fail
+from profiler.cli.app import app
+
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+COLUMNS = ["id", "cluster", "node", "zone", "spot", "age_h"]
+
+
+def parse_age(text: str) -> float:
+    """'90s', '30m', '2h', '1d' -> seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", text or "")
+    if not match:
+        raise ValueError(f"--older-than {text!r}: give a number and a unit, e.g. 30m, 2h or 1d")
+    return float(match[1]) * UNITS[match[2]]
+
+
+@app.command()
+def cleanup(
+    provider: str = typer.Option(..., "--provider", help="gcp or aws"),
+    older_than: str = typer.Option("0s", "--older-than",
+                                   help="only nodes launched at least this long ago (30m, 2h, 1d)"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="delete without asking"),
+    region: str = typer.Option(None, "--region", help="AWS region (default: your AWS config)"),
+    project: str = typer.Option(None, "--project", help="GCP project (default: ADC's project)"),
+    fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP),
+) -> None:
+    """List the VMs labelled by this project's sweeps and delete them.
+
+    Every VM a sweep starts carries the labels (GCP) or tags (EC2) gpuadvisor-sweep,
+    gpuadvisor-trial and gpuadvisor-node; a sweep terminates its nodes when it ends, so
+    anything found here was left by a crash or a kill -9.
+
+    Examples:
+
+        profiler cleanup --provider gcp --project my-project
+
+        profiler cleanup --provider aws --region us-east-1 --older-than 2h --yes
+    """
+    from cloud.provider import ProviderError
+    from cloud.registry import make_provider
+
+    if provider not in ("gcp", "aws"):
+        fail(f"--provider {provider!r}: cleanup works on gcp or aws (local nodes die with "
+             "their sweep)")
+    try:
+        age = parse_age(older_than)
+        options = {"project": project, "region": region} if provider == "gcp" else {"region": region}
+        chosen = make_provider(provider, **options)
+        nodes = chosen.leftovers(older_than_s=age or None)
+    except (ProviderError, ValueError) as exc:
+        fail(str(exc))
+    now = time.time()
+    rows = [{"id": n.id, "cluster": n.cluster, "node": n.index, "zone": n.zone, "spot": n.spot,
+             "age_h": round((now - n.launched_at) / 3600, 2) if n.launched_at else None}
+            for n in nodes]
+    if not rows:
+        if fmt is Format.json:
+            emit([], COLUMNS, fmt)
+        else:
+            typer.echo(f"no leftovers on {provider}")
+        return
+    emit(rows, COLUMNS, fmt, title=f"{len(rows)} leftover node(s) on {provider}")
+    if not yes and not typer.confirm(f"delete these {len(rows)} node(s)?", err=True):
+        fail("nothing deleted", code=1)
+    try:
+        chosen.terminate(nodes)
+    except ProviderError as exc:
+        fail(str(exc))
+    typer.echo(f"deleted {len(rows)} node(s)", err=True)
