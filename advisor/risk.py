@@ -6,9 +6,9 @@ cluster's revocations are the union of its nodes' renewal processes, sampled onc
 numbers). A revocation costs the overhead `overhead_s` (re-rendezvous plus the replacement's
 start-up) and the work since the last checkpoint, uniform over one checkpoint period. The job
 checkpoints every Young/Daly interval sqrt(2 x checkpoint cost x cluster MTBF), and pays for
-every checkpoint it writes. The run time T of one draw is the fixed point of
-T = base + K(T) x overhead + lost work of those K revocations, where K(T) counts the
-revocations before T; it is found for all candidates and draws at once with searchsorted.
+every checkpoint it writes (Young's C / tau overhead). A run ends after K revocations, K
+the first k for which the run, with the cost of its k revocations, ends before the next one:
+found for all candidates and draws at once by a searchsorted into a running maximum.
 """
 
 from __future__ import annotations
@@ -24,16 +24,13 @@ import numpy as np
 # progress), a plan nobody would choose.
 MAX_HORIZON_S = 365 * 86400.0
 MAX_SLOWDOWN = 20.0
-_MAX_FIXED_POINT_STEPS = 200
-# Below this share of moving (draw, row) pairs, gathering them beats recomputing all.
-_DENSE_FRACTION = 0.2
 
 
 @dataclass(frozen=True)
 class SpotRuns:
     """Per candidate row: run times over draws, and the plan the simulation assumed."""
 
-    time_s: np.ndarray  # (rows, draws): first step to last step, np.inf if never done
+    time_s: np.ndarray  # (draws, rows): first step to last step, np.inf if never done
     revocations: np.ndarray  # (rows,): mean revocations per run
     checkpoint_interval_s: np.ndarray  # (rows,): np.inf when no checkpointing is needed
 
@@ -80,6 +77,7 @@ def simulate_spot(
     group: np.ndarray,
     nodes: np.ndarray,
     work_s: np.ndarray,
+    speed: np.ndarray,
     checkpoint_s: np.ndarray,
     overhead_s: np.ndarray,
     lifetimes: Mapping[Hashable, object],
@@ -87,95 +85,92 @@ def simulate_spot(
 ) -> SpotRuns:
     """Run times of spot candidates.
 
-    group: (rows,) key into `lifetimes` (one per provider/GPU/region); nodes: (rows,);
-    work_s: (rows, draws) compute seconds the run needs without revocations or checkpoints;
-    checkpoint_s, overhead_s: (rows,) cost of one checkpoint and of one revocation.
+    group: (rows,) key into `lifetimes`; nodes: (rows,); work_s: (rows,) compute seconds the
+    run needs without revocations or checkpoints, divided in draw d by speed[d, row]
+    (draws, rows); checkpoint_s, overhead_s: (rows,) cost of one checkpoint and of one
+    revocation. Rows that agree on all of these (one instance type in many regions) are
+    simulated once: on common draws their runs are the same.
     """
-    rows, draws = work_s.shape
-    time_s = np.empty((rows, draws))
+    group = np.asarray(group).astype(str)
+    labels, group_code = np.unique(group, return_inverse=True)
+    group_code = group_code.reshape(-1)
+    unique_rows: dict = {}
+    inverse = np.fromiter(
+        (unique_rows.setdefault(key, len(unique_rows)) for key in zip(
+            group_code.tolist(), nodes.tolist(), work_s.tolist(), speed[0].tolist(),
+            speed[-1].tolist(), checkpoint_s.tolist(), overhead_s.tolist())),
+        dtype=np.int64, count=len(group_code))
+    first = np.zeros(len(unique_rows), dtype=np.int64)
+    first[inverse[::-1]] = np.arange(len(inverse))[::-1]
+    draws, rows = speed.shape[0], len(first)
+    time_s = np.empty((draws, rows))
     revocations = np.zeros(rows)
     interval = np.full(rows, np.inf)
-    group = np.asarray(group).astype(str)
-    keys = np.unique(np.stack([group, nodes.astype(str)]), axis=1)
-    for key, n in keys.T:
-        members = np.flatnonzero((group == key) & (nodes == int(n)))
-        lifetime = lifetimes[key]
-        mtbf = mean_lifetime_s(lifetime) / int(n)
-        tau = checkpoint_interval(checkpoint_s[members], mtbf)
+    code, nodes_u = group_code[first], nodes[first]
+    for g, n in sorted(set(zip(code.tolist(), nodes_u.tolist()))):
+        members = np.flatnonzero((code == g) & (nodes_u == n))
+        of = first[members]
+        lifetime = lifetimes[labels[g]]
+        tau = checkpoint_interval(checkpoint_s[of], mean_lifetime_s(lifetime) / n)
+        # Compute plus the checkpoints written every tau of it (Young's overhead C / tau).
+        base = np.where(np.isfinite(tau), work_s[of] * (1.0 + checkpoint_s[of] / tau),
+                        work_s[of]) / speed[:, of]
+        # Work lost at a revocation: uniform over one period of compute plus checkpoint.
+        period = np.where(np.isfinite(tau), tau + checkpoint_s[of], 0.0)
         interval[members] = tau
-        time_s[members], revocations[members] = _solve_group(
-            lifetime, int(n), work_s[members], tau, checkpoint_s[members],
-            overhead_s[members], rng,
-        )
-    return SpotRuns(time_s, revocations, interval)
+        time_s[:, members], revocations[members] = _solve_group(
+            lifetime, n, base, overhead_s[of], period, rng)
+    return SpotRuns(time_s[:, inverse], revocations[inverse], interval[inverse])
 
 
-def _solve_group(lifetime, nodes, work, tau, ckpt, overhead, rng):
-    draws = work.shape[1]
-    # Draw-major layout with rows in order of work: the queries of one draw then sit together
-    # and nearly sorted, which keeps searchsorted in cache.
-    order = np.argsort(work[:, 0])
-    work, tau, ckpt, overhead = work[order].T, tau[order], ckpt[order], overhead[order]
-    checkpoints = np.where(np.isfinite(tau), np.floor(work / tau), 0.0)
-    base = work + checkpoints * ckpt
-    # Work lost at a revocation: uniform over one period of compute plus checkpoint write.
-    # (No events reach a row whose interval is inf: its nodes are never revoked.)
-    period = np.where(np.isfinite(tau), tau + ckpt, 0.0)
-
+def _solve_group(lifetime, nodes, base, overhead, period, rng):
+    """Run times (draws, rows) and mean revocations (rows,) of one lifetime model and size;
+    base: (draws, rows) run time with checkpoints but without revocations."""
+    draws = base.shape[0]
+    costs, cost_of_row = np.unique(np.column_stack([overhead, period]), axis=0,
+                                   return_inverse=True)
+    cost_of_row = cost_of_row.reshape(-1)
     limit = min(MAX_HORIZON_S, MAX_SLOWDOWN * float(base.max()))
     horizon = min(limit, 2.0 * float(base.max()) + 1.0)
     while True:
         events = revocation_times(lifetime, nodes, draws, horizon, rng)
-        lost_fraction = np.concatenate(
-            [np.zeros((draws, 1)), np.cumsum(rng.random(events.shape), axis=1)], axis=1
-        )
-        time, count = _fixed_point(events, lost_fraction, base, overhead, period, horizon)
+        lost = np.zeros((draws, events.shape[1] + 1))
+        np.cumsum(rng.random(events.shape), axis=1, out=lost[:, 1:])
+        if len(costs) == 1:  # the usual case: no copies of column subsets
+            time, count = _finish(events, lost, base, *costs[0])
+        else:
+            time, count = np.empty_like(base), np.empty(base.shape, dtype=np.int64)
+            for i, (cost, lost_per_period) in enumerate(costs):
+                rows = np.flatnonzero(cost_of_row == i)
+                time[:, rows], count[:, rows] = _finish(events, lost, base[:, rows], cost,
+                                                        lost_per_period)
         hopeless = time > MAX_SLOWDOWN * base
         if ((time <= horizon) | hopeless).all() or horizon >= limit:
             break
         horizon = min(limit, 4.0 * horizon)
-    time[time > np.minimum(horizon, MAX_SLOWDOWN * base)] = np.inf
-    unsort = np.argsort(order)
-    return time.T[unsort], count.mean(axis=0)[unsort]
+    time[(time > horizon) | (time > MAX_SLOWDOWN * base)] = np.inf
+    return time, count.mean(axis=0)
 
 
-def _fixed_point(events, lost_fraction, base, overhead, period, horizon):
-    """Smallest T with T = base + K(T) x overhead + period x sum of K lost fractions.
+def _finish(events, lost, base, cost, lost_per_period):
+    """Run times and revocation counts of rows that share the per-revocation costs.
 
-    events: (draws, E); base: (draws, rows); overhead, period: (rows,)."""
+    After k revocations a run would end at base + k x cost + lost_per_period x lost[k]; it
+    does end there if the (k+1)-th revocation comes later. So K = the first k with
+    h_k = t_(k+1) - k x cost - lost_per_period x lost[k] >= base, which is a searchsorted
+    into the running maximum of h (monotone), for every draw and row at once.
+
+    events: (draws, E) sorted, inf-padded; lost: (draws, E + 1) cumulative lost fractions
+    (lost[:, 0] = 0); base: (draws, rows)."""
     draws, width = events.shape
-    rows = base.shape[1]
-    if width == 0:
-        return base.copy(), np.zeros(base.shape, dtype=np.int64)
-    # One sorted 1-D array for all draws: draw d's events shifted by d x stride, so that a
-    # single searchsorted counts the events before T for every (draw, row) at once.
-    stride = 4.0 * horizon
-    shift = (np.arange(draws) * stride)[:, None]
-    flat = (np.where(np.isfinite(events), events, 3.0 * horizon) + shift).ravel()
-    first = (np.arange(draws) * width)[:, None]
-
-    # Dense steps while most (draw, row) pairs still move, then steps on those that do.
-    clipped = 2.0 * horizon
-    count = np.zeros(base.shape, dtype=np.int64)
-    time = base
-    for _ in range(_MAX_FIXED_POINT_STEPS):
-        new_count = np.searchsorted(flat, np.minimum(time, clipped) + shift) - first
-        moved = new_count != count
-        count = new_count
-        time = base + count * overhead + period * np.take_along_axis(lost_fraction, count, axis=1)
-        if moved.mean() < _DENSE_FRACTION:
-            break
-    time, count = time.ravel(), count.ravel()
-    active = np.flatnonzero(moved)  # flat (draw, row) positions whose count may still grow
-    for _ in range(_MAX_FIXED_POINT_STEPS):
-        if not len(active):
-            break
-        d, r = np.divmod(active, rows)
-        new_count = np.searchsorted(flat, np.minimum(time[active], clipped) + d * stride)
-        new_count -= d * width
-        changed = new_count != count[active]
-        active, d, r, new_count = active[changed], d[changed], r[changed], new_count[changed]
-        count[active] = new_count
-        time[active] = (base.ravel()[active] + new_count * overhead[r]
-                        + period[r] * lost_fraction[d, new_count])
-    return time.reshape(draws, rows), count.reshape(draws, rows)
+    ceiling = float(base.max()) + 1.0  # h above every base acts like +inf
+    following = np.concatenate([events, np.full((draws, 1), np.inf)], axis=1)
+    h = following - np.arange(width + 1) * cost - lost_per_period * lost
+    h = np.clip(np.maximum.accumulate(h, axis=1), 0.0, ceiling)
+    # One sorted array for all draws: draw d's values shifted by d x stride; the queries of a
+    # draw are contiguous, which keeps the search in cache.
+    shift = (np.arange(draws) * (ceiling + 1.0))[:, None]
+    count = np.searchsorted((h + shift).ravel(), base + shift)
+    count -= (np.arange(draws) * (width + 1))[:, None]
+    lost_at = np.take_along_axis(lost, count, axis=1)
+    return base + count * cost + lost_per_period * lost_at, count

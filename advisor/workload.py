@@ -112,11 +112,16 @@ def build_workload(
 
 
 def _find_card(cards: Mapping[str, Mapping[str, str]], model: str) -> Mapping[str, str]:
-    by_lower = {name.lower(): name for name in cards}
-    if model.lower() in by_lower:
-        return cards[by_lower[model.lower()]]
-    closest = difflib.get_close_matches(model.lower(), list(by_lower), n=3, cutoff=0.4)
+    """The card of `model`, tolerant of case, '-' and '_' as the zoo is (ResNet-50 = resnet50)."""
+    def plain(name: str) -> str:
+        return name.strip().lower().replace("-", "").replace("_", "")
+
+    by_plain = {plain(name): name for name in cards}
+    if plain(model) in by_plain:
+        return cards[by_plain[plain(model)]]
+    closest = difflib.get_close_matches(model.strip().lower().replace("-", "_"), list(cards),
+                                        n=3, cutoff=0.4)
     raise WorkloadError(
-        f"unknown model {model!r}; closest: {', '.join(by_lower[c] for c in closest) or '-'}"
+        f"unknown model {model!r}; closest: {', '.join(closest) or '-'}"
         f" (all: {', '.join(sorted(cards))})"
     )

@@ -90,7 +90,7 @@ def test_spot_with_endless_lifetimes_takes_as_long_as_on_demand():
     on_demand = {(cands["offering"][r], cands["nodes"][r]): r for r in np.flatnonzero(~cands["spot"])}
     twins = [on_demand[(cands["offering"][r], cands["nodes"][r])] for r in spot]
     for q in ("time_p50", "time_p90", "time_conf"):
-        np.testing.assert_allclose(plans[q][spot], plans[q][twins], rtol=1e-12)
+        np.testing.assert_allclose(plans[q][spot], plans[q][twins], rtol=1e-6)
     assert (plans["revocations"][spot] == 0).all()
 
 

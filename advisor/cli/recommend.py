@@ -139,7 +139,7 @@ def _artifact(path: Optional[Path]):
     try:
         return load_artifact(path)
     except ArtifactError as error:
-        fail(str(error), 1)
+        fail(str(error), 2 if path else 1)  # a path the user gave is bad input
 
 
 def _describe(plans, row: int) -> dict:

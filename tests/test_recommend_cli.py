@@ -1,0 +1,142 @@
+"""`advisor recommend` end to end on the shipped cards, catalog and fitted artifact."""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import io
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from advisor.cli import COMMAND_MODULES
+from advisor.cli.app import app
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(f"advisor.cli.{_name}")
+
+
+def recommend(*args: str):
+    return CliRunner().invoke(app, ["recommend", *args])
+
+
+def as_json(*args: str) -> dict:
+    result = recommend(*args, "--format", "json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_deadline_mode_picks_the_cheapest_plan_meeting_the_deadline():
+    out = as_json("resnet50", "--deadline", "2d", "--top", "100000")
+    plans = out["plans"]
+    assert out["pick"] == plans[0] and out["pick"]["rank"] == 1
+    assert all(p["time_at_confidence_s"] <= 2 * 86400 for p in plans)
+    costs = [p["cost_at_confidence"] for p in plans]
+    assert costs == sorted(costs)
+    # Every candidate is either among the plans or counted as missing the deadline.
+    explained = as_json("resnet50", "--deadline", "2d", "--explain")["explain"]
+    assert len(plans) + explained["filtered"].get("misses the deadline at 90% confidence", 0) \
+        + explained["filtered"].get("never finishes (revocations outpace progress)", 0) \
+        == out["catalog"]["candidates"]
+
+
+def test_budget_mode_picks_the_fastest_plan_within_budget():
+    plans = as_json("resnet50", "--budget", "200", "--top", "100000")["plans"]
+    assert all(p["cost_at_confidence"] <= 200 for p in plans)
+    times = [p["time_at_confidence_s"] for p in plans]
+    assert times == sorted(times)
+
+
+def test_both_constraints_and_filters():
+    out = as_json("bert-base", "--deadline", "10d", "--budget", "5000", "--provider", "aws",
+                  "--gpu", "a100,v100", "--confidence", "0.8", "--top", "100000")
+    assert {p["provider"] for p in out["plans"]} == {"aws"}
+    assert {p["gpu"].split("-")[0] for p in out["plans"]} <= {"A100", "V100"}
+    for p in out["plans"]:
+        assert p["time_at_confidence_s"] <= 10 * 86400 and p["cost_at_confidence"] <= 5000
+        assert p["p_deadline"] >= 0.8 and p["p_budget"] >= 0.8
+    assert out["workload"]["model"] == "bert_base"
+    assert out["constraints"] == {"deadline_s": 864000.0, "budget_usd": 5000.0,
+                                  "confidence": 0.8}
+
+
+def test_json_schema():
+    out = as_json("resnet18", "--deadline", "24h", "--top", "3")
+    assert set(out) == {"pick", "plans", "workload", "constraints", "assumptions", "catalog"}
+    assert len(out["plans"]) == 3
+    plan = out["pick"]
+    for key in ("provider", "region", "instance_type", "gpu", "gpus_per_node", "nodes",
+                "market", "throughput", "throughput_lo", "throughput_hi", "time_p50_s",
+                "time_p90_s", "cost_p50", "cost_p90", "p_deadline", "provenance"):
+        assert key in plan
+    assert plan["market"] in ("spot", "on-demand")
+    assert plan["provenance"] in ("measured", "interpolated", "extrapolated")
+    assert plan["throughput_lo"] <= plan["throughput"] <= plan["throughput_hi"]
+    assert plan["time_p50_s"] <= plan["time_p90_s"] and plan["cost_p50"] <= plan["cost_p90"]
+    assert out["catalog"]["as_of"][:2] == "20"
+    assert out["workload"]["epochs"] == 90
+
+
+def test_table_and_csv():
+    table = recommend("resnet18", "--deadline", "24h", "--top", "4")
+    assert table.exit_code == 0 and "P(dl)" in table.stdout and "*1" in table.stdout
+    rows = list(csv.DictReader(io.StringIO(
+        recommend("resnet18", "--deadline", "24h", "--top", "4", "--format", "csv").stdout)))
+    assert len(rows) == 4 and rows[0]["rank"] == "1" and float(rows[0]["cost_p50"]) > 0
+
+
+def test_explain_reports_scaling_risk_and_filters():
+    out = as_json("resnet50", "--deadline", "12h", "--gpu", "T4,A100", "--explain")
+    explained = out["explain"]
+    assert [s["nodes"] for s in explained["scaling"]] == list(range(1, 9))
+    assert explained["scaling"][0]["marginal_efficiency"] is None
+    assert explained["filtered"]["GPU filter"] > 0
+    assert explained["revocation_risk"]["market"] == out["pick"]["market"]
+    text = recommend("resnet50", "--deadline", "12h", "--explain").stdout
+    assert "Scaling of the pick" in text and "Filtered out" in text
+
+
+def test_memory_filter_drops_small_gpus():
+    out = as_json("gpt2_medium", "--batch-size", "64", "--deadline", "60d", "--explain")
+    memory = {k: v for k, v in out["explain"]["filtered"].items() if k.startswith("memory")}
+    assert memory, out["explain"]["filtered"]
+    assert any("T4 has 16 GB" in reason for reason in memory)
+    assert "T4" not in {p["gpu"] for p in out["plans"]}
+
+
+def test_nothing_meets_the_deadline_exits_1_with_one_sentence():
+    result = recommend("gpt2_medium", "--deadline", "10m")
+    assert result.exit_code == 1
+    message = result.stderr.strip().splitlines()[-1]
+    assert "no plan meets the 10m deadline" in message
+    assert "the fastest is" in message and "the cheapest is" in message
+    assert "Traceback" not in result.output
+
+
+def test_plot_writes_a_png(tmp_path):
+    path = tmp_path / "frontier.png"
+    assert recommend("resnet18", "--deadline", "24h", "--plot", str(path)).exit_code == 0
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["resnt50", "--deadline", "24h"], "unknown model 'resnt50'; closest: resnet50"),
+    (["resnet50", "--deadline", "24x"], "deadline '24x' is not understood"),
+    (["resnet50", "--deadline", "-3h"], "90m, 24h, 2d, 1d12h"),
+    (["resnet50", "--budget", "0"], "positive amount of US dollars"),
+    (["resnet50", "--budget", "-20"], "positive amount of US dollars"),
+    (["resnet50"], "give --deadline"),
+    (["resnet50", "--deadline", "1d", "--provider", "azure"], "unknown provider azure"),
+    (["resnet50", "--deadline", "1d", "--region", "mars-1"], "unknown region mars-1"),
+    (["resnet50", "--deadline", "1d", "--gpu", "B200"], "unknown GPU B200; the catalog has"),
+    (["resnet50", "--deadline", "1d", "--precision", "fp8"], "fp32, amp, bf16"),
+    (["resnet50", "--deadline", "1d", "--epochs", "0"], "--epochs must be positive"),
+    (["resnet50", "--deadline", "1d", "--artifact", "/nonexistent.json"], "advisor fit"),
+])
+def test_bad_input_exits_2_with_one_line(args, message):
+    result = recommend(*args)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 or "warning" in result.stderr
+    assert "Traceback" not in result.output
