@@ -38,6 +38,9 @@ def model_features(store_models: Iterable[Mapping[str, Any]] = ()) -> dict[str, 
         cards = load_cards()
     except (ImportError, FileNotFoundError):
         cards = {}
+    except ValueError as exc:
+        raise FeatureError(f"model cards unreadable ({exc}); rebuild them with "
+                           "`profiler card`") from None
     for name, card in cards.items():
         out[name] = {
             "params": _num(card.get("params")),

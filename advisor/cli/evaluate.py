@@ -41,6 +41,7 @@ def evaluate(
     """
     from advisor.evaluate import EvaluateError
     from advisor.evaluate import evaluate as run
+    from advisor.features import FeatureError
     from profiler.store import StoreError
 
     if not store.is_file():
@@ -48,7 +49,7 @@ def evaluate(
              f"`advisor data import cmdare PATH --store {store}`")
     try:
         result = run(store, split, target, include_published, max_train_workers)
-    except (EvaluateError, StoreError) as exc:
+    except (EvaluateError, FeatureError, StoreError) as exc:
         fail(str(exc))
     if fmt is Format.json:
         emit_json(result)

@@ -38,11 +38,12 @@ def fit(
     if not store.is_file():
         fail(f"no measurement store at {store}; make one with `profiler sweep` or "
              "`advisor data import ... --store {store}`")
+    from advisor.features import FeatureError
     from profiler.store import StoreError
 
     try:
         doc, info = fit_store(store, include_published=include_published)
-    except StoreError as exc:
+    except (StoreError, FeatureError) as exc:
         fail(str(exc))
     for reason, count in sorted(info["skipped"].items()):
         warn(f"skipped {count} trial(s): {reason}")
