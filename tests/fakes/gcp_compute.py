@@ -10,6 +10,7 @@ Scripted failures: `stockout_zones` (the insert operation ends ZONE_RESOURCE_POO
 from __future__ import annotations
 
 import copy
+from datetime import datetime, timezone
 import itertools
 import json
 import re
@@ -80,7 +81,8 @@ class FakeCompute:
         instance = recorded("instance", PROJECT=project, ZONE=zone, NAME=name,
                             REGION=zone.rsplit("-", 1)[0], ADDRESS=str(len(self.instances) + 2))
         address = instance["networkInterfaces"][0]["networkIP"]
-        instance.update({k: v for k, v in body.items() if k != "name"}, name=name)
+        instance.update({k: v for k, v in body.items() if k != "name"}, name=name,
+                        creationTimestamp=_now())
         for nic in instance.get("networkInterfaces", []):
             nic["networkIP"] = address  # GCP assigns the internal address
         self.instances[(zone, name)] = instance
@@ -88,10 +90,10 @@ class FakeCompute:
 
     def observe(self, instance: dict) -> dict:
         """Each look at an instance moves it one step along PROVISIONING -> STAGING -> RUNNING."""
-        if instance["status"] in STATUS_STEPS[:-1]:
+        if instance["status"] in STATUS_STEPS[:-1]:  # TERMINATED stays
             instance["status"] = STATUS_STEPS[STATUS_STEPS.index(instance["status"]) + 1]
             if instance["status"] == "RUNNING":
-                instance["lastStartTimestamp"] = "2024-05-02T09:15:41.000-07:00"
+                instance["lastStartTimestamp"] = _now()
         return copy.deepcopy(instance)
 
     def preempt(self, project, zone, name) -> dict:
@@ -137,8 +139,14 @@ class FakeCompute:
             op = self._operation(project, zone, name, "simulateMaintenanceEvent")
             if instance["scheduling"].get("provisioningModel") == "SPOT":
                 self.preempt(project, zone, name)
+            elif instance["scheduling"].get("onHostMaintenance") == "TERMINATE":
+                instance["status"] = "TERMINATED"  # a GPU VM cannot migrate: it stops
             return 200, _public(op)
         return 400, {"error": {"code": 400, "message": f"unsupported {method} {parsed.path}"}}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _public(op: dict) -> dict:
