@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("boto3")
 
-from fakes.aws import aws, aws_provider, inject_stockout, moto_endpoint  # noqa: E402,F401
+from fakes.aws import aws, aws_provider, inject_stockout, moto_endpoint, without_aws_credentials  # noqa: E402,F401
 
 from cloud.aws import DEFAULT_AMI_PARAMETER, AwsProvider  # noqa: E402
 from cloud.provider import CapacityError, ClusterSpec, CredentialsError, NodeState  # noqa: E402
@@ -132,10 +132,6 @@ def test_plan_sends_nothing(aws, moto_endpoint):
 
 
 def test_missing_credentials_is_a_clear_error(monkeypatch, tmp_path):
-    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    without_aws_credentials(monkeypatch, tmp_path)
     with pytest.raises(CredentialsError, match="aws configure"):
         AwsProvider("us-east-1").launch(spec())

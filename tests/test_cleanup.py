@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from fakes.aws import aws, aws_provider, moto_endpoint  # noqa: F401
+from fakes.aws import aws, aws_provider, moto_endpoint, without_aws_credentials  # noqa: F401
 
 from cloud.provider import ClusterSpec
 from profiler.cli import COMMAND_MODULES, app
@@ -71,11 +71,7 @@ def test_bad_flags_are_one_line_errors(args, message):
 
 
 def test_missing_credentials_is_one_line(monkeypatch, tmp_path):
-    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    without_aws_credentials(monkeypatch, tmp_path)
     result = runner.invoke(app, ["cleanup", "--provider", "aws", "--region", "us-east-1"])
     assert result.exit_code == 2 and "aws configure" in result.output
 

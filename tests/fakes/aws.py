@@ -111,3 +111,12 @@ def inject_stockout(ec2, subnets: set[str], allow: int = 0) -> None:
         return None
 
     ec2.meta.events.register("before-call.ec2.RunInstances", answer)
+
+
+def without_aws_credentials(monkeypatch, tmp_path) -> None:
+    """An environment in which boto3's credential chain finds nothing."""
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
