@@ -36,6 +36,7 @@ class Candidates:
 
     columns: dict[str, np.ndarray]
     dropped: Counter = field(default_factory=Counter)  # reason -> candidates dropped
+    largest_gpu_gb: float | None = None  # most GPU memory among offerings the filters kept
 
     def __len__(self) -> int:
         return len(self.columns["nodes"])
@@ -44,7 +45,8 @@ class Candidates:
         return self.columns[name]
 
     def take(self, index: np.ndarray) -> "Candidates":
-        return Candidates({k: v[index] for k, v in self.columns.items()}, self.dropped)
+        return Candidates({k: v[index] for k, v in self.columns.items()}, self.dropped,
+                          self.largest_gpu_gb)
 
     def features(self, workload: Workload) -> dict[str, np.ndarray]:
         """The feature columns Artifact.predict expects (docs/interfaces.md)."""
@@ -122,6 +124,7 @@ def enumerate_candidates(
         reasons[f"memory: needs {need:.1f} GiB per GPU, {g} has {specs[g].memory_gb:g} GB"] += (
             int(rows_per_offering[keep & ~fits & (gpu == g)].sum())
         )
+    largest = float(memory_gb[keep].max()) if keep.any() else None
     keep &= fits
 
     rows = []
@@ -141,4 +144,4 @@ def enumerate_candidates(
     columns["gpu_tensor_tflops"] = np.array(
         [specs[g].tensor_tflops or 0.0 for g in gpu], float
     )[index]
-    return Candidates(columns, +reasons)
+    return Candidates(columns, +reasons, largest)

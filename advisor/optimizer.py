@@ -94,7 +94,7 @@ def rank_plans(
     # Spot: Monte Carlo over revocations on the same draws.
     sp = np.flatnonzero(spot)
     if len(sp):
-        sub = features_subset(features, sp)
+        sub = _subset(features, sp)
         keys, lifetimes = _lifetime_groups(candidates, sp, lifetime)
         overhead = (estimator.predict("recovery_s", sub).value
                     + startup[sp] / nodes[sp])  # one node short until its replacement is up
@@ -135,7 +135,7 @@ def _lifetime_groups(candidates: Candidates, rows: np.ndarray, lifetime: Callabl
     return labels[inverse.reshape(-1)], dict(zip(labels.tolist(), models))
 
 
-def features_subset(features: dict, rows: np.ndarray) -> dict:
+def _subset(features: dict, rows: np.ndarray) -> dict:
     return {key: np.asarray(value)[rows] for key, value in features.items()}
 
 

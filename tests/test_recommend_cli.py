@@ -98,11 +98,18 @@ def test_explain_reports_scaling_risk_and_filters():
 
 
 def test_memory_filter_drops_small_gpus():
-    out = as_json("gpt2_medium", "--batch-size", "64", "--deadline", "60d", "--explain")
+    # gpt2_medium at its card's batch of 8 needs ~35 GiB per GPU in fp32.
+    out = as_json("gpt2_medium", "--deadline", "60d", "--explain", "--top", "100000")
     memory = {k: v for k, v in out["explain"]["filtered"].items() if k.startswith("memory")}
-    assert memory, out["explain"]["filtered"]
-    assert any("T4 has 16 GB" in reason for reason in memory)
-    assert "T4" not in {p["gpu"] for p in out["plans"]}
+    assert any("T4 has 16 GB" in reason for reason in memory), memory
+    assert {p["gpu"] for p in out["plans"]} <= {"A100-40GB", "A100-80GB", "H100-80GB"}
+    assert out["workload"]["memory_per_gpu_gb"] > 24
+
+
+def test_a_batch_no_gpu_holds_exits_1_naming_the_need():
+    result = recommend("gpt2_medium", "--batch-size", "64", "--deadline", "60d")
+    assert result.exit_code == 1
+    assert "needs 232.5 GiB per GPU" in result.stderr and "largest GPU has 80 GB" in result.stderr
 
 
 def test_nothing_meets_the_deadline_exits_1_with_one_sentence():

@@ -89,9 +89,7 @@ def recommend(
     except CandidateError as error:
         fail(str(error))
     if not len(candidates):
-        reasons = "; ".join(f"{n} {why}" for why, n in candidates.dropped.items())
-        fail(f"no offering can run {work.model} at batch {work.batch_per_gpu} ({reasons}); "
-             "try a smaller --batch-size, --precision amp, or other GPUs", 1)
+        fail(_nothing_fits(work, candidates), 1)
     estimator = _artifact(artifact)
     plans = rank_plans(work, candidates, estimator, estimator.lifetime, constraints)
 
@@ -105,6 +103,16 @@ def recommend(
             plot_frontier(plans, plot, f"{work.model}: time and cost of every plan")
         except (OSError, RuntimeError) as error:
             fail(f"cannot write the plot {plot}: {error}")
+
+
+def _nothing_fits(work, candidates) -> str:
+    from advisor.workload import GIB
+
+    if candidates.largest_gpu_gb is None:
+        return "no offering is left after the filters; widen --provider, --region or --gpu"
+    return (f"{work.model} at batch {work.batch_per_gpu} ({work.precision}) needs "
+            f"{work.memory_per_gpu_bytes() / GIB:.1f} GiB per GPU and the largest GPU has "
+            f"{candidates.largest_gpu_gb:g} GB; try a smaller --batch-size or --precision amp")
 
 
 def _cards():
