@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from advisor.artifact import ArtifactError, load_artifact
-from advisor.features import gpu_features, to_arrays
+from advisor.features import to_arrays
 from advisor.fit import fit_store
+from test_physics import candidate as physics_candidate
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "datasets" / "model_artifact.json"
@@ -44,12 +45,10 @@ print("ok")
 
 
 def candidate(**overrides):
-    row = dict(model="resnet50", params=25.6e6, flops_per_sample=12.3e9, gradient_bytes=102e6,
-               activation_bytes=100e6, gpu="V100", nodes=1, gpus_per_node=8, network_gbps=32.0,
-               sync="allreduce", ps_count=1, batch_per_gpu=256, precision="amp",
-               provider="gcp", spot=False)
-    row.update(overrides)
-    return row | gpu_features(row["gpu"])
+    resnet50 = dict(model="resnet50", params=25.6e6, flops_per_sample=12.3e9,
+                    gradient_bytes=102e6, activation_bytes=100e6, gpus_per_node=8,
+                    batch_per_gpu=256, precision="amp")
+    return physics_candidate(**resnet50 | overrides)
 
 
 def test_predict_needs_neither_pandas_nor_sklearn_nor_scipy():

@@ -7,14 +7,18 @@ from advisor import physics
 from advisor.features import gpu_features, to_arrays
 
 
-def config(**overrides):
+def candidate(**overrides) -> dict:
+    """One configuration's features, GPU specs filled in from the GPU name."""
     row = dict(model="m", params=1e6, flops_per_sample=1e9, gradient_bytes=1e8,
                activation_bytes=1e6, gpu="V100", nodes=1, gpus_per_node=1, network_gbps=10.0,
                sync="allreduce", ps_count=1, batch_per_gpu=100, precision="fp32",
                provider="gcp", spot=False)
     row.update(overrides)
-    row.update(gpu_features(row["gpu"]))
-    return to_arrays([row])
+    return row | gpu_features(row["gpu"])
+
+
+def config(**overrides):
+    return to_arrays([candidate(**overrides)])
 
 
 def terms(**overrides) -> dict[str, float]:
