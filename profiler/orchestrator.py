@@ -43,7 +43,8 @@ class SweepOutcome:
 def cluster_spec(spec: SweepSpec, trial: Trial, provider: str, results: str) -> ClusterSpec:
     return ClusterSpec(
         sweep=spec.name, trial=trial.key, nodes=trial.nodes, instance_type=trial.instance_type,
-        region=trial.region, zones=trial.zones, gpus_per_node=trial.gpus_per_node,
+        region=trial.region, zones=trial.zones, gpu_type=trial.gpu_type,
+        gpus_per_node=trial.gpus_per_node,
         spot=trial.spot, image=trial.image, max_run_seconds=int(deadline_s(trial) + 600),
         agent_config=agent_config(trial, provider, results),
     )
@@ -89,12 +90,17 @@ def deadline_s(trial: Trial) -> float:
 
 
 def price_per_node_hour(provider: str, trial: Trial) -> float | None:
-    """USD per node-hour: 0 on this machine, the catalog's price on a cloud."""
+    """USD per node-hour: 0 on this machine, the catalog's price on a cloud (None if the
+    catalog does not list the offering)."""
     if provider == "local":
         return 0.0
-    from cloud.catalog import price
+    from cloud.catalog import CatalogError, price
 
-    return price(provider, trial.instance_type, trial.region or "", trial.spot)
+    try:
+        return price(provider, trial.instance_type, trial.region or "", trial.spot,
+                     trial.gpu_type, trial.gpus_per_node or None)
+    except CatalogError as exc:
+        raise ProviderError(f"{exc} (in the spec: gpu_type, gpus_per_node)") from None
 
 
 def estimated_cost(provider: str, trial: Trial) -> float:
@@ -275,7 +281,7 @@ class TrialRun:
             "trial_key": trial.key, "sweep": trial.sweep, "status": status, "error": error,
             "source": self.provider.name, "provider": self.provider.name,
             "region": trial.region, "instance_type": trial.instance_type,
-            "gpu_type": _gpu_type(result), "gpus_per_node": trial.gpus_per_node,
+            "gpu_type": trial.gpu_type or _gpu_type(result), "gpus_per_node": trial.gpus_per_node,
             "nodes": trial.nodes, "sync": "allreduce", "spot": trial.spot,
             "price_per_node_hour": price_per_node_hour(self.provider.name, trial),
             "model": trial.model, "batch_per_gpu": trial.batch_size,

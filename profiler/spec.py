@@ -84,6 +84,7 @@ class SweepSpec(_Strict):
     region: str | None = None
     zones: list[str] = []
     instance_types: list[str] = []
+    gpu_type: str | None = None  # picks the accelerator where a host takes several (GCP N1)
     gpus_per_node: int = Field(default=0, ge=0)
     nproc_per_node: int = Field(default=1, ge=1)
     spot: bool = False
@@ -153,7 +154,8 @@ class SweepSpec(_Strict):
                precision: str) -> Trial:
         params = {
             "provider": self.provider, "region": self.region, "instance_type": instance_type,
-            "gpus_per_node": self.gpus_per_node, "nproc_per_node": self.nproc_per_node,
+            "gpu_type": self.gpu_type, "gpus_per_node": self.gpus_per_node,
+            "nproc_per_node": self.nproc_per_node,
             "spot": self.spot, "nodes": nodes, "model": model, "batch_size": batch,
             "precision": precision, "image_size": self.image_size, "seq_len": self.seq_len,
             "max_seconds": self.max_seconds, "tolerance": self.tolerance,
@@ -173,7 +175,7 @@ class SweepSpec(_Strict):
         return Trial(
             sweep=self.name, key=key, model=model, nodes=nodes, instance_type=instance_type,
             batch_size=batch, precision=precision, image_size=self.image_size,
-            seq_len=self.seq_len, gpus_per_node=self.gpus_per_node,
+            seq_len=self.seq_len, gpu_type=self.gpu_type, gpus_per_node=self.gpus_per_node,
             nproc_per_node=self.nproc_per_node, spot=self.spot, region=self.region,
             zones=tuple(self.zones), max_seconds=self.max_seconds, tolerance=self.tolerance,
             checkpoint_every=self.checkpoint_every, startup_timeout=self.startup_timeout,
@@ -195,6 +197,7 @@ class Trial:
     precision: str
     image_size: int | None
     seq_len: int | None
+    gpu_type: str | None
     gpus_per_node: int
     nproc_per_node: int
     spot: bool

@@ -152,3 +152,50 @@ def test_bad_spec_is_one_line_and_exit_2(tmp_path, env, text, expected):
     assert run.stderr.count("\n") == 1 and expected in run.stderr
     missing = profiler("sweep", str(tmp_path / "missing.yaml"), env=env)
     assert missing.returncode == 2 and "no such spec file" in missing.stderr
+
+
+@pytest.mark.slow
+def test_exported_runs_load_back_through_the_importer(swept, tmp_path):
+    from advisor.importers.runs import import_runs
+    from profiler.ingest import export_runs
+
+    tmp, _, run = swept
+    assert run.returncode == 0, run.stderr
+    with Store(tmp / "runs.db") as store:
+        exported = export_runs(store, "tiny")
+    assert [len(t["revocations"]) for t in exported] == [0, 1]
+    (tmp_path / "runs.json").write_text(json.dumps(exported))
+    with Store(tmp_path / "copy.db") as copy:
+        result = import_runs(tmp_path / "runs.json", copy)
+        assert result.rows["trials"] == 2 and result.rows["revocations"] == 1
+        assert [t["throughput"] for t in copy.rows("trials")] == [
+            t["throughput"] for t in exported]
+
+
+GCP_SPEC = """\
+name: budget
+provider: gcp
+models: [resnet50]
+nodes: [2]
+instance_types: [n1-standard-8]
+region: us-central1
+gpu_type: V100
+gpus_per_node: 1
+max_seconds: 300
+"""
+
+
+def test_max_cost_stops_before_the_estimated_spend(tmp_path, env):
+    from cloud.catalog import price
+
+    (tmp_path / "gcp.yaml").write_text(GCP_SPEC)
+    per_node_hour = price("gcp", "n1-standard-8", "us-central1", False, "V100", 1)
+    run = profiler("sweep", str(tmp_path / "gcp.yaml"), "--store", str(tmp_path / "runs.db"),
+                   "--max-cost", "0.5", env=env)
+    assert run.returncode == 3
+    [line] = [x for x in run.stderr.splitlines() if x.startswith("error:")]
+    # 2 nodes for start-up (120 s assumed) + the trial's deadline (300 + 300 + 60 s).
+    expected = per_node_hour * 2 * (120 + 300 + 300 + 60) / 3600
+    assert f"${expected:.2f}, past --max-cost $0.50" in line
+    with Store(tmp_path / "runs.db") as store:
+        assert store.rows("trials") == []
