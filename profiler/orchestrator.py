@@ -229,11 +229,12 @@ class TrialRun:
             if result is not None:
                 self._await_exit()
                 return None
-            started_nodes = {r["node"] for r in self.records if r["type"] == "first_step"}
-            if now - self.started > trial.startup_timeout and len(started_nodes) < trial.nodes \
-                    and first_step is None:
-                return (f"no node trained within startup_timeout={trial.startup_timeout:.0f}s; "
-                        f"raise startup_timeout or see the node logs")
+            if first_step is None and now - self.started > trial.startup_timeout:
+                up = {r["node"] for r in self.records if r["type"] == "agent_start"}
+                silent = sorted(set(range(trial.nodes)) - up)
+                return (f"the cluster did not train within startup_timeout="
+                        f"{trial.startup_timeout:.0f}s (nodes whose agent never reported: "
+                        f"{silent or 'none'}); raise startup_timeout or see the node logs")
             if now - self.started > deadline_s(trial):
                 return f"the trial passed its deadline of {deadline_s(trial):.0f}s without a result"
             if ended_at is None and self._node_zero_exited():

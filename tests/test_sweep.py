@@ -199,3 +199,17 @@ def test_max_cost_stops_before_the_estimated_spend(tmp_path, env):
     assert f"${expected:.2f}, past --max-cost $0.50" in line
     with Store(tmp_path / "runs.db") as store:
         assert store.rows("trials") == []
+
+
+def test_a_cluster_that_does_not_start_in_time_is_stored_as_failed(tmp_path, env):
+    (tmp_path / "slow.yaml").write_text(TINY.replace("nodes: [1, 2]", "nodes: [1]")
+                                        .replace("startup_timeout: 180", "startup_timeout: 1")
+                                        .replace("revocation: {node: 1, at_seconds: 4}\n", ""))
+    run = profiler("sweep", str(tmp_path / "slow.yaml"), "--store", str(tmp_path / "runs.db"),
+                   env=env)
+    assert run.returncode == 1
+    assert "0 finished, 1 failed" in run.stdout
+    with Store(tmp_path / "runs.db") as store:
+        [trial] = store.rows("trials")
+    assert trial["status"] == "failed" and "startup_timeout=1s" in trial["error"]
+    assert not list((tmp_path / "state").glob("*/node-*.json"))
