@@ -1,0 +1,163 @@
+"""Model cards: what the advisor needs to know about a model, computed once with torch and
+shipped as `datasets/model_cards.csv` so that the advisor never imports torch.
+
+A card is measured on the meta device (shapes only, no memory, no arithmetic): one training
+step of one sample under `FlopCounterMode` (a multiply-add counts as 2 FLOPs) and
+`saved_tensors_hooks` (the tensors autograd keeps for the backward pass). Attention runs as
+PyTorch's memory-efficient SDPA kernel, as it does on a GPU; on the meta device SDPA would
+otherwise fall back to the math path, which stores every attention matrix.
+"""
+
+from __future__ import annotations
+
+import csv
+from contextlib import contextmanager
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from profiler import zoo
+
+CARDS_CSV = Path(__file__).resolve().parent.parent / "datasets" / "model_cards.csv"
+SOURCE = ("scripts/build_cards.py: meta device, FlopCounterMode with grouped-conv backward "
+          "corrected, memory-efficient attention")
+
+WORKLOAD_COLUMNS = ["model", "family", "task", "dataset", "samples_per_epoch", "epochs",
+                    "image_size", "seq_len", "batch_size"]
+MEASURED_COLUMNS = ["params", "gradient_bytes", "forward_flops_per_sample", "flops_per_sample",
+                    "activation_bytes_per_sample"]
+VERSION_COLUMNS = ["torch_version", "as_of", "source"]  # how a card was made, not what it says
+COLUMNS = WORKLOAD_COLUMNS + MEASURED_COLUMNS + VERSION_COLUMNS
+INT_COLUMNS = {"samples_per_epoch", "epochs", "image_size", "seq_len", "batch_size", "params",
+               "gradient_bytes", "forward_flops_per_sample", "flops_per_sample",
+               "activation_bytes_per_sample"}
+
+
+def conv_backward_flop(grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation,
+                       transposed, _output_padding, _groups, output_mask, out_shape=None,
+                       **kwargs) -> int:
+    """FLOPs of a convolution's backward pass.
+
+    Each of grad-input and grad-weight does exactly the multiply-adds of the forward pass.
+    torch's own formula computes grad-weight as a convolution over all input channels,
+    ignoring groups, so it overstates depthwise convolutions by their channel count.
+    """
+    from torch.utils.flop_counter import conv_flop_count
+
+    forward = conv_flop_count(x_shape, w_shape, grad_out_shape, transposed=transposed)
+    return forward * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
+
+
+def _efficient_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                    scale=None, **kwargs):
+    import torch
+
+    if attn_mask is not None and attn_mask.dtype == torch.bool:  # the kernel takes a bias
+        bias = torch.zeros(attn_mask.shape, dtype=query.dtype, device=query.device)
+        attn_mask = bias.masked_fill(~attn_mask, float("-inf"))
+    return torch.ops.aten._scaled_dot_product_efficient_attention(
+        query, key, value, attn_mask, True, dropout_p, is_causal, scale=scale)[0]
+
+
+@contextmanager
+def _gpu_attention():
+    import torch.nn.functional as F
+
+    original = F.scaled_dot_product_attention
+    F.scaled_dot_product_attention = _efficient_sdpa
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = original
+
+
+def flop_counter():
+    """torch's FLOP counter with the convolution backward formula corrected for groups."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    return FlopCounterMode(display=False, custom_mapping={
+        torch.ops.aten.convolution_backward: conv_backward_flop})
+
+
+@contextmanager
+def saved_tensor_bytes(model, totals: dict[int, int]):
+    """Collect into `totals` the bytes of every non-parameter tensor autograd saves for the
+    backward pass, each storage once (a view keeps its whole base alive)."""
+    import torch
+
+    params = {id(p) for p in model.parameters()}
+
+    def pack(tensor):
+        base = tensor
+        while base._base is not None:
+            base = base._base
+        if id(base) not in params:
+            totals[id(base)] = base.untyped_storage().nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        yield
+
+
+def measure(name: str, image_size: int | None = None, seq_len: int | None = None) -> dict:
+    """Parameters, gradient bytes, FLOPs and activation bytes of one sample of `name`."""
+    import torch
+
+    with torch.device("meta"):
+        model = zoo.build_model(name, image_size=image_size, seq_len=seq_len)
+    batch = zoo.synthetic_batch(name, 1, "meta", image_size=image_size, seq_len=seq_len)
+    saved: dict[int, int] = {}
+    counter = flop_counter()
+    with _gpu_attention(), counter, saved_tensor_bytes(model, saved):
+        value = zoo.loss(name, model, batch)
+        forward = counter.get_total_flops()
+        value.backward()
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return {
+        "params": sum(p.numel() for p in model.parameters()),
+        "gradient_bytes": trainable * 4,  # fp32 gradients, what all-reduce moves per step
+        "forward_flops_per_sample": forward,
+        "flops_per_sample": counter.get_total_flops(),
+        "activation_bytes_per_sample": sum(saved.values()),
+    }
+
+
+def compute_card(name: str, image_size: int | None = None, seq_len: int | None = None) -> dict:
+    """The full card of a zoo model: default workload plus measured figures."""
+    import torch
+
+    entry = zoo.resolve(name)
+    image_size = image_size or entry.image_size
+    seq_len = seq_len or entry.seq_len
+    workload = {"model": entry.name, "family": entry.family, "task": entry.task,
+                "dataset": entry.dataset, "samples_per_epoch": entry.samples_per_epoch,
+                "epochs": entry.epochs, "image_size": image_size if entry.task == "image"
+                else None, "seq_len": seq_len if entry.task == "text" else None,
+                "batch_size": entry.batch_size}
+    return {**workload, **measure(entry.name, image_size, seq_len),
+            "torch_version": torch.__version__.split("+")[0],
+            "as_of": date.today().isoformat(), "source": SOURCE}
+
+
+def write_cards(cards: list[dict], path: Path = CARDS_CSV) -> None:
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        for card in cards:
+            writer.writerow({c: "" if card.get(c) is None else card[c] for c in COLUMNS})
+
+
+def load_cards(path: Path = CARDS_CSV) -> dict[str, dict[str, Any]]:
+    """Model name -> card, numbers as int, empty cells as None (csv module only, no torch)."""
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    if not rows or set(COLUMNS) - set(rows[0]):
+        raise ValueError(f"{path} lacks columns {sorted(set(COLUMNS) - set(rows[0] if rows else {}))}")
+    return {row["model"]: {k: _cell(k, v) for k, v in row.items()} for row in rows}
+
+
+def _cell(column: str, value: str) -> Any:
+    if value == "":
+        return None
+    return int(value) if column in INT_COLUMNS else value

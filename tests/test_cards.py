@@ -1,0 +1,119 @@
+import subprocess
+import sys
+
+import pytest
+
+from profiler import cards
+
+ROOT = cards.CARDS_CSV.parent.parent
+
+
+def test_load_cards_reads_the_shipped_csv_without_torch():
+    code = ("import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None\n"
+            "from profiler.cards import load_cards\n"
+            "c = load_cards()['resnet50']\n"
+            "print(c['params'], c['image_size'], c['seq_len'], c['dataset'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout.split()
+    assert out == ["25557032", "224", "None", "imagenet-1k"]
+
+
+def test_load_cards_names_missing_columns(tmp_path):
+    broken = tmp_path / "cards.csv"
+    broken.write_text("model,params\nresnet50,1\n")
+    with pytest.raises(ValueError, match="flops_per_sample"):
+        cards.load_cards(broken)
+
+
+def test_every_zoo_model_has_a_card():
+    from profiler import zoo
+
+    assert set(cards.load_cards()) == set(zoo.names())
+
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def conv_flops(conv, x):
+    counter = cards.flop_counter()
+    with counter:
+        y = conv(x)
+        forward = counter.get_total_flops()
+        y.sum().backward()
+    return forward, counter.get_total_flops() - forward
+
+
+@pytest.mark.parametrize("groups", [1, 2, 8])
+def test_convolution_backward_flops_divide_by_groups(groups):
+    conv = torch.nn.Conv2d(8, 8, 3, padding=1, groups=groups, bias=False)
+    x = torch.randn(1, 8, 16, 16, requires_grad=True)
+    forward, backward = conv_flops(conv, x)
+    # Hand count: each of the 16x16x8 outputs sums 3x3x(8/groups) products; 2 FLOPs each.
+    hand = 16 * 16 * 8 * 3 * 3 * (8 // groups) * 2
+    assert forward == hand
+    assert backward == 2 * hand  # grad-input and grad-weight each redo the forward's work
+
+
+def test_depthwise_convolution_is_corrected_against_torch_default():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    conv = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)
+    x = torch.randn(1, 8, 16, 16, requires_grad=True)
+    default = FlopCounterMode(display=False)
+    with default:
+        conv(x).sum().backward()
+    _, backward = conv_flops(conv, x)
+    assert default.get_total_flops() > 3 * backward  # torch counts grad-weight 8x over
+
+
+def test_saved_activation_bytes_by_hand():
+    model = torch.nn.Sequential(torch.nn.Linear(10, 20), torch.nn.ReLU(), torch.nn.Linear(20, 5))
+    saved = {}
+    with cards.saved_tensor_bytes(model, saved):
+        model(torch.randn(3, 10)).sum().backward()
+    # the input (3x10) for the first weight gradient, the ReLU output (3x20) kept once for
+    # both ReLU's and the second Linear's backward; weights are not activations
+    assert sum(saved.values()) == (3 * 10 + 3 * 20) * 4
+
+
+@pytest.fixture(scope="module")
+def computed():
+    """Every zoo card computed live (about a second each on the meta device)."""
+    from profiler import zoo
+
+    return {name: cards.compute_card(name) for name in zoo.names()}
+
+
+def test_resnet50_card_matches_published_figures(computed):
+    card = computed["resnet50"]
+    assert card["params"] == 25_557_032
+    assert card["gradient_bytes"] == 4 * 25_557_032
+    assert card["forward_flops_per_sample"] == pytest.approx(2 * 4.09e9, rel=0.01)  # 4.09 GMACs
+    assert card["flops_per_sample"] == pytest.approx(3 * card["forward_flops_per_sample"],
+                                                     rel=0.02)
+
+
+def test_card_follows_the_input_size(computed):
+    large = cards.compute_card("resnet18", image_size=448)
+    full = computed["resnet18"]
+    assert large["image_size"] == 448
+    assert large["flops_per_sample"] == pytest.approx(4 * full["flops_per_sample"], rel=0.01)
+
+
+def test_shipped_csv_matches_what_the_code_computes(computed):
+    shipped = cards.load_cards()
+    assert set(shipped) == set(computed)
+    for name, card in shipped.items():
+        for column in cards.WORKLOAD_COLUMNS + cards.MEASURED_COLUMNS:
+            assert card[column] == computed[name][column], (
+                f"{name}.{column}: shipped {card[column]}, computed {computed[name][column]}; "
+                "run scripts/build_cards.py")
