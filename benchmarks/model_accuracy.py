@@ -25,11 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 CMDARE = ROOT.parent / "shared" / "reference" / "cmdare"
 
-from advisor import physics  # noqa: E402
-from advisor.artifact import load_artifact  # noqa: E402
-from advisor.evaluate import EvaluateError, evaluate  # noqa: E402
-from advisor.features import model_features, to_arrays, trial_features  # noqa: E402
-from profiler.store import Store  # noqa: E402
+from advisor import physics
+from advisor.artifact import load_artifact
+from advisor.evaluate import EvaluateError, evaluate
+from advisor.features import model_features, to_arrays, trial_features
+from profiler.store import Store
 
 
 def line(name: str, result: dict) -> str:

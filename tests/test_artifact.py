@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_physics import candidate as physics_candidate
 
 from advisor.artifact import ArtifactError, load_artifact
 from advisor.features import to_arrays
 from advisor.fit import fit_store
-from test_physics import candidate as physics_candidate
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "datasets" / "model_artifact.json"
@@ -52,7 +52,7 @@ def candidate(**overrides):
 
 
 def test_predict_needs_neither_pandas_nor_sklearn_nor_scipy():
-    out = subprocess.run([sys.executable, "-c", BLOCKED_PREDICT], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", BLOCKED_PREDICT], capture_output=True, check=False,
                          text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
