@@ -128,7 +128,14 @@ def make(type: str, *, node: int, rank: int | None, restart: int, **fields: Any)
 
 def dumps(record: dict) -> str:
     """One line of JSON, newline included."""
-    return json.dumps(record, separators=(",", ":"), default=str) + "\n"
+    return json.dumps(record, separators=(",", ":"), default=_plain) + "\n"
+
+
+def _plain(value: Any) -> Any:
+    """numpy and torch scalars as the Python numbers they hold."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
 def parse_line(line: str, where: str = "record") -> dict | None:

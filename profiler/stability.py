@@ -72,7 +72,7 @@ def batch_means_interval(
     # Drop the oldest leftover steps so that every batch has the same length.
     means = x[len(x) - size * batches :].reshape(batches, size).mean(axis=1)
     quantile = float(t.ppf(0.5 + confidence / 2, batches - 1))
-    half = quantile * float(means.std(ddof=1)) / np.sqrt(batches)
+    half = quantile * float(means.std(ddof=1)) / float(np.sqrt(batches))
     return Interval(mean=float(x.mean()), half_width=half, batches=batches)
 
 
@@ -109,5 +109,5 @@ class StoppingRule:
         if len(measured) < self.min_measure_steps:
             return Verdict(warmup, None, False)
         interval = batch_means_interval(measured, self.batches)
-        stable = interval is not None and interval.relative <= self.tolerance
+        stable = bool(interval is not None and interval.relative <= self.tolerance)
         return Verdict(warmup, interval, stable)

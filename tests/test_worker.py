@@ -1,0 +1,89 @@
+"""The training worker in this process (a gloo group of one): measuring until the estimate is
+stable, its records, its step timer and its one-line errors."""
+
+import json
+import time
+
+import pytest
+
+from profiler import worker
+from profiler.sink import open_sink
+
+# mobilenet_v2 at 16 px is among the fastest zoo models on a CPU (about 0.1 s a step).
+WORKLOAD = {"model": "mobilenet_v2", "batch_size": 2, "image_size": 16}
+
+
+@pytest.fixture
+def group_of_one(monkeypatch):
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(worker._free_port()))
+    monkeypatch.setenv("PROFILER_AGENT_START", repr(time.time()))
+    monkeypatch.delenv("TORCHELASTIC_RESTART_COUNT", raising=False)
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def run_worker(tmp_path, **settings) -> list[dict]:
+    config = worker.WorkerConfig(**{**WORKLOAD, "sink": str(tmp_path / "sink"), "cluster": "w",
+                                    "checkpoint_dir": str(tmp_path / "ckpt"), **settings})
+    trainer = worker.Trainer(config, started_at=time.time())
+    try:
+        trainer.run()
+    finally:
+        trainer.close()
+    return open_sink(str(tmp_path / "sink"), "w").read_all()
+
+
+@pytest.mark.slow
+def test_bf16_autocast_and_periodic_checkpoints(tmp_path, group_of_one):
+    records = run_worker(tmp_path, precision="bf16", max_steps=5, checkpoint_every_steps=2,
+                         min_warmup_steps=0)
+    assert [r["step"] for r in records if r["type"] == "checkpoint_save"] == [2, 4]
+    # timed: not step 1 (start-up), nor 3 and 5 (their time holds a save)
+    assert [r["step"] for r in records if r["type"] == "first_step"] == [1]
+    (result,) = [r for r in records if r["type"] == "result"]
+    assert result["precision"] == "bf16" and result["global_step"] == 5
+    assert result["steps_measured"] == 2 and result["warmup_steps"] == 0
+    assert result["stable"] is False and result["throughput_lo"] is None  # too few steps
+    assert result["throughput"] == pytest.approx(2 / result["step_time_mean"])
+    assert result["checkpoint_save_s"] > 0 and result["checkpoint_restore_s"] > 0
+    assert records[-1]["type"] == "result"  # worker_exit comes from main(), around the trainer
+
+
+def test_step_timer_on_cpu_times_each_step():
+    timer = worker.StepTimer(cuda=False)
+    for step, pause in enumerate((0.02, 0.05), 1):
+        time.sleep(pause)
+        timer.mark(step)
+    (s1, t1), (s2, t2) = timer.ready()
+    assert (s1, s2) == (1, 2)
+    assert 0.02 <= t1 < 0.05 <= t2 < 0.2
+    assert timer.ready() == []
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ("{not json", "not JSON"),
+        (json.dumps({"model": "resnet18"}), "batch_size: Field required"),
+        (json.dumps({"model": "resnet18", "batch_size": 2, "precision": "fp8",
+                     "sink": "/tmp/x", "cluster": "c"}), "precision: Input should be"),
+        (json.dumps({"model": "resnet81", "batch_size": 2, "sink": "/tmp/x", "cluster": "c"}),
+         "did you mean resnet18"),
+        (json.dumps({"model": "resnet18", "batch_size": 2, "precision": "amp",
+                     "device": "cpu", "sink": "/tmp/x", "cluster": "c"}), "amp"),
+    ],
+)
+def test_bad_worker_config_is_one_line(tmp_path, capsys, config, message):
+    path = tmp_path / "w.json"
+    path.write_text(config)
+    assert worker.main(["--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.startswith("error: ") and err.count("\n") == 1
