@@ -98,10 +98,9 @@ def rank_plans(
         keys, lifetimes = _lifetime_groups(candidates, sp, lifetime)
         overhead = (estimator.predict("recovery_s", sub).value
                     + startup[sp] / nodes[sp])  # one node short until its replacement is up
-        speed = np.exp(np.outer(z, sigma[sp]))  # (draws, rows): throughput / its median
-        runs = simulate_spot(keys, nodes[sp], samples[sp] / throughput.value[sp], speed,
-                             estimator.predict("checkpoint_s", sub).value, overhead, lifetimes,
-                             rng)
+        runs = simulate_spot(keys, nodes[sp], samples[sp] / throughput.value[sp],
+                             (z, sigma[sp]), estimator.predict("checkpoint_s", sub).value,
+                             overhead, lifetimes, rng)
         # float32 halves the partition's work; times keep 7 significant digits.
         total = (runs.time_s + startup[sp]).astype(np.float32)
         order = sorted({_order_index(q, draws) for q in quantiles.values()})
@@ -125,14 +124,25 @@ def rank_plans(
 
 
 def _lifetime_groups(candidates: Candidates, rows: np.ndarray, lifetime: Callable):
-    """Each row's lifetime model as a label, and the models by label. Markets whose nodes
-    live alike share one label, hence one set of simulated revocations."""
-    markets = np.stack([candidates[c][rows] for c in ("provider", "gpu_type", "region")])
-    unique, inverse = np.unique(markets, axis=1, return_inverse=True)
-    models = [lifetime(*market, True) for market in unique.T.tolist()]
-    labels = np.array([f"{m.shape!r}|{m.scale_s!r}|{getattr(m, 'cap_s', math.inf)!r}"
-                       for m in models])
-    return labels[inverse.reshape(-1)], dict(zip(labels.tolist(), models))
+    """Each row's index into a list of distinct node life models, and that list. Markets
+    whose nodes live alike share a model, hence one set of simulated revocations."""
+    _, first, inverse = np.unique(candidates["offering"][rows], return_index=True,
+                                  return_inverse=True)
+    at = rows[first]
+    models: list = []
+    code_of_model: dict = {}  # (shape, scale, cap) -> index into models
+    code_of_market: dict = {}  # (provider, gpu, region) -> index into models
+    markets = list(zip(*(candidates[c][at].tolist() for c in ("provider", "gpu_type", "region"))))
+    for market in markets:
+        if market not in code_of_market:
+            model = lifetime(*market, True)
+            key = (model.shape, model.scale_s, getattr(model, "cap_s", math.inf))
+            if key not in code_of_model:
+                code_of_model[key] = len(models)
+                models.append(model)
+            code_of_market[market] = code_of_model[key]
+    codes = [code_of_market[market] for market in markets]
+    return np.array(codes, dtype=np.int64)[inverse.reshape(-1)], models
 
 
 def _subset(features: dict, rows: np.ndarray) -> dict:

@@ -12,6 +12,8 @@ reached, so the estimator and the revocation models see real markets.
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -19,27 +21,35 @@ import time
 import warnings
 from pathlib import Path
 
+from advisor.optimizer import DRAWS
 
-def cold_start(runs: int) -> list[float]:
+
+def cold_start(runs: int) -> tuple[list[float], list[float]]:
+    """Wall and CPU (user + system) seconds of whole `advisor recommend` processes."""
     script = Path(sys.executable).parent / "advisor"  # the installed console script
     command = [str(script), "recommend", "resnet50", "--deadline", "24h", "--format", "json"]
-    seconds = []
+    walls, cpus = [], []
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         subprocess.run(command, check=True, capture_output=True)
-        seconds.append(time.perf_counter() - start)
-    return seconds
+        walls.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return walls, cpus
 
 
-def synthetic_offerings(count: int, max_nodes: int, seed: int = 0):
+def synthetic_candidates(workload, count: int, seed: int = 0):
+    """`count` candidates: the real offerings' candidates, then synthetic variants of them."""
     import numpy as np
 
+    from advisor.candidates import Filters, enumerate_candidates
     from cloud.catalog import load_catalog
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         real = load_catalog().as_arrays()
-    per_copy = max_nodes * int(len(real["provider"]) + np.isfinite(real["price_spot"]).sum())
+    per_copy = len(enumerate_candidates(real, workload, Filters(max_nodes=8)))
     copies = -(-count // per_copy)
     rng = np.random.default_rng(seed)
     arrays = {k: np.concatenate([v] * copies) for k, v in real.items()}
@@ -49,27 +59,38 @@ def synthetic_offerings(count: int, max_nodes: int, seed: int = 0):
     # throughput too, so the Monte Carlo cannot share one simulation among the copies.
     for column in ("price_on_demand", "price_spot", "network_gbps"):
         arrays[column] = arrays[column] * rng.uniform(0.8, 1.2, len(variant))
-    return arrays
+    candidates = enumerate_candidates(arrays, workload, Filters(max_nodes=8))
+    return candidates.take(np.arange(count))
 
 
-def scoring(count: int, repeats: int) -> tuple[int, list[float]]:
+def scoring(count: int, repeats: int):
+    """Wall and CPU seconds of rank_plans over `count` candidates; the estimator's share."""
     from advisor.artifact import load_artifact
-    from advisor.candidates import Filters, enumerate_candidates
     from advisor.optimizer import Constraints, rank_plans
     from advisor.workload import build_workload
     from profiler.cards import load_cards
 
     work = build_workload(load_cards(), "resnet50")
-    candidates = enumerate_candidates(synthetic_offerings(count, 8), work, Filters(max_nodes=8))
-    candidates = candidates.take(slice(0, count))
+    candidates = synthetic_candidates(work, count)
     artifact = load_artifact()
-    constraints = Constraints(deadline_s=24 * 3600.0)
-    seconds = []
+    predict_s = []
+
+    class Timed:  # the artifact, with its predict time counted apart
+        def predict(self, target, features):
+            start = time.process_time()
+            prediction = artifact.predict(target, features)
+            predict_s[-1] += time.process_time() - start
+            return prediction
+
+    walls, cpus = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
-        rank_plans(work, candidates, artifact, artifact.lifetime, constraints)
-        seconds.append(time.perf_counter() - start)
-    return len(candidates), seconds
+        predict_s.append(0.0)
+        wall, cpu = time.perf_counter(), time.process_time()
+        plans = rank_plans(work, candidates, Timed(), artifact.lifetime,
+                           Constraints(deadline_s=24 * 3600.0))
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    return len(candidates), int(plans["spot"].sum()), walls, cpus, predict_s
 
 
 def main() -> None:
@@ -79,13 +100,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="scorings to time")
     args = parser.parse_args()
 
-    starts = cold_start(args.runs)
-    print(f"cold start, `advisor recommend resnet50 --deadline 24h --format json` "
-          f"(whole process, {args.runs} runs): median {statistics.median(starts):.3f} s, "
-          f"min {min(starts):.3f} s")
-    count, seconds = scoring(args.candidates, args.repeats)
-    print(f"scoring {count:,} candidates (spot Monte Carlo included, {args.repeats} runs): "
-          f"median {statistics.median(seconds):.3f} s, min {min(seconds):.3f} s")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
+          "(wall times grow with it; CPU times much less)")
+    walls, cpus = cold_start(args.runs)
+    print(f"cold start, `advisor recommend resnet50 --deadline 24h --format json` (whole "
+          f"process, {args.runs} runs): wall median {statistics.median(walls):.3f} s, "
+          f"CPU median {statistics.median(cpus):.3f} s")
+    count, spot, walls, cpus, predict = scoring(args.candidates, args.repeats)
+    print(f"scoring {count:,} candidates ({spot:,} spot, {DRAWS} Monte Carlo draws each; "
+          f"{args.repeats} runs): wall median {statistics.median(walls):.3f} s, CPU median "
+          f"{statistics.median(cpus):.3f} s, of which Artifact.predict "
+          f"{statistics.median(predict):.3f} s")
 
 
 if __name__ == "__main__":

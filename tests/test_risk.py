@@ -12,9 +12,9 @@ from test_recommend_fixtures import Lifetime
 
 
 def run(lifetime, work_s, nodes=1, checkpoint_s=60.0, overhead_s=300.0, draws=4000, seed=7):
-    runs = simulate_spot(np.array(["m"]), np.array([nodes]), np.array([work_s]),
-                         np.ones((draws, 1)), np.array([checkpoint_s]), np.array([overhead_s]),
-                         {"m": lifetime}, np.random.default_rng(seed))
+    runs = simulate_spot(np.array([0]), np.array([nodes]), np.array([work_s]),
+                         (np.zeros(draws), np.zeros(1)), np.array([checkpoint_s]), np.array([overhead_s]),
+                         [lifetime], np.random.default_rng(seed))
     assert runs.time_s.shape == (draws, 1)
     return runs
 
