@@ -1,13 +1,13 @@
-"""Small fixtures that follow docs/interfaces.md (model cards, catalog arrays, artifact), shared
-by the recommend tests; the CLI tests use the shipped files instead."""
+"""Small fixtures that follow docs/interfaces.md (model cards, catalog arrays, an estimator
+with the Artifact's predict/lifetime), shared by the recommend tests; the CLI tests use the
+shipped files instead."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 import numpy as np
 
+from advisor.artifact import Lifetime, Prediction
 from advisor.candidates import Filters, enumerate_candidates
 from advisor.workload import build_workload
 from cloud.gpus import gpu_spec
@@ -53,28 +53,6 @@ def offering_arrays(rows=OFFERINGS) -> dict[str, np.ndarray]:
     }
 
 
-@dataclass(frozen=True)
-class Prediction:
-    value: np.ndarray
-    lo: np.ndarray
-    hi: np.ndarray
-    provenance: np.ndarray
-
-
-@dataclass(frozen=True)
-class Lifetime:
-    kind: str
-    shape: float
-    scale_s: float
-    source: str = "test"
-    cap_s: float = math.inf
-
-    def sample(self, rng, n):
-        if math.isinf(self.scale_s):
-            return np.full(n, math.inf)
-        return np.minimum(self.scale_s * rng.weibull(self.shape, n), self.cap_s)
-
-
 class Estimator:
     """Artifact stand-in: per-GPU rate x GPUs x nodes^0.9, fixed overheads."""
 
@@ -96,8 +74,8 @@ class Estimator:
 
     def lifetime(self, provider, gpu, region, spot):
         if not spot:
-            return Lifetime("on-demand", 1.0, math.inf)
-        return Lifetime("weibull", 1.0, self.spot_life_s)
+            return Lifetime("on-demand", 1.0, math.inf, "test")
+        return Lifetime("weibull", 1.0, self.spot_life_s, "test")
 
 
 def candidates_for(model="tinynet", max_nodes=4, **workload):
