@@ -1,3 +1,4 @@
+import json
 import subprocess
 import sys
 
@@ -117,3 +118,44 @@ def test_shipped_csv_matches_what_the_code_computes(computed):
             assert card[column] == computed[name][column], (
                 f"{name}.{column}: shipped {card[column]}, computed {computed[name][column]}; "
                 "run scripts/build_cards.py")
+
+
+def card_cli(*args):
+    from typer.testing import CliRunner
+
+    from profiler.cli import COMMAND_MODULES, app
+
+    for name in COMMAND_MODULES:
+        __import__(f"profiler.cli.{name}")
+    return CliRunner().invoke(app, ["card", *map(str, args)])
+
+
+def test_card_cli_json_is_the_live_card(computed):
+    result = card_cli("mobilenet_v2", "--format", "json")
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output[result.output.index("{"):])
+    assert shown == {**computed["mobilenet_v2"], "as_of": shown["as_of"]}
+
+
+def test_card_cli_takes_an_input_size():
+    result = card_cli("gpt2", "--seq-len", "64", "--format", "json")
+    shown = json.loads(result.output[result.output.index("{"):])
+    assert shown["seq_len"] == 64 and shown["params"] == 124_439_808
+
+
+def test_card_cli_lists_the_zoo():
+    result = card_cli("--list", "--format", "csv")
+    assert result.exit_code == 0
+    assert {line.split(",")[0] for line in result.output.splitlines()[1:]} == set(
+        cards.load_cards())
+
+
+@pytest.mark.parametrize("args, message", [
+    (["resnet5"], "did you mean resnet50"),
+    (["bert_base", "--image-size", "64"], "use --seq-len"),
+    ([], "name a model"),
+])
+def test_card_cli_errors_are_one_line(args, message):
+    result = card_cli(*args)
+    assert result.exit_code == 2
+    assert message in result.output and result.output.strip().count("\n") == 0

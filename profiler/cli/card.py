@@ -1,1 +1,144 @@
-"""Filled in by its owner."""
+"""`profiler card`: a zoo model's card (parameters, FLOPs, gradient and activation bytes,
+default workload), computed live with torch on the meta device."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from advisor.cli.output import Format, emit, emit_json, fail
+from profiler.cli.app import app
+
+LIST_COLUMNS = ["model", "task", "dataset", "samples_per_epoch", "epochs", "input",
+                "batch_size", "params_m", "gflops_per_sample"]
+LIST_HEADERS = {"samples_per_epoch": "samples/epoch", "batch_size": "batch/GPU",
+                "params_m": "params M", "gflops_per_sample": "GFLOPs/sample fwd+bwd"}
+
+
+@app.command()
+def card(
+    model: Optional[str] = typer.Argument(None, help="zoo model, e.g. resnet50 (see --list)"),
+    list_zoo: bool = typer.Option(False, "--list", help="list the zoo with its shipped cards"),
+    all_models: bool = typer.Option(False, "--all", help="compute the card of every model"),
+    write: bool = typer.Option(False, "--write", help="with --all: rewrite "
+                               "datasets/model_cards.csv"),
+    image_size: Optional[int] = typer.Option(None, "--image-size", min=16,
+                                             help="image models: pixels a side"),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1,
+                                          help="text models: tokens a sequence"),
+    fmt: Format = typer.Option(Format.table, "--format", help="table for people; json or csv"),
+) -> None:
+    """Show a model card: parameters, forward and forward+backward FLOPs per sample, fp32
+    gradient bytes (what all-reduce moves), activation bytes saved for backward per sample,
+    and the default workload. Computed live (about a second); no weights are downloaded.
+
+    Examples:
+
+        profiler card resnet50
+
+        profiler card vit_b16 --image-size 384 --format json
+
+        profiler card gpt2 --seq-len 256
+
+        profiler card --list
+
+        profiler card --all --write      # regenerate datasets/model_cards.csv
+    """
+    from profiler import zoo
+
+    if list_zoo:
+        return _list(fmt)
+    if all_models:
+        return _all(fmt, write)
+    if model is None:
+        fail("name a model (profiler card resnet50) or give --list")
+    try:
+        entry = zoo.resolve(model)
+    except zoo.UnknownModelError as exc:
+        fail(str(exc))
+    if image_size and entry.task != "image":
+        fail(f"{entry.name} is a text model: use --seq-len, not --image-size")
+    if seq_len and entry.task != "text":
+        fail(f"{entry.name} is an image model: use --image-size, not --seq-len")
+    computed = _compute([entry.name], image_size, seq_len)[0]
+    if fmt is Format.table:
+        rows = [{"field": k, "value": _readable(k, v)} for k, v in computed.items()]
+        emit(rows, ["field", "value"], fmt, title=f"model card: {entry.name}")
+    elif fmt is Format.csv:
+        from profiler.cards import COLUMNS
+
+        emit([computed], COLUMNS, fmt)
+    else:
+        emit_json(computed)
+
+
+def _compute(names: list[str], image_size=None, seq_len=None) -> list[dict]:
+    from rich.progress import Progress
+
+    try:
+        from profiler.cards import compute_card
+
+        with Progress(transient=True, console=_stderr()) as progress:
+            task = progress.add_task("computing on the meta device", total=len(names))
+            out = []
+            for name in names:
+                progress.update(task, description=f"card of {name}")
+                out.append(compute_card(name, image_size, seq_len))
+                progress.advance(task)
+            return out
+    except ImportError as exc:
+        fail(str(exc), 1)
+
+
+def _stderr():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def _readable(key: str, value):
+    if isinstance(value, int) and value >= 10_000:
+        return f"{value:,}"
+    return value
+
+
+def _all(fmt: Format, write: bool) -> None:
+    from profiler import cards, zoo
+
+    computed = _compute(zoo.names())
+    if write:
+        cards.write_cards(computed)
+        typer.echo(f"wrote {len(computed)} cards to {cards.CARDS_CSV}", err=True)
+    emit(computed, cards.COLUMNS if fmt is not Format.table else
+         ["model", "params", "flops_per_sample", "activation_bytes_per_sample"], fmt,
+         title="model cards")
+
+
+def _list(fmt: Format) -> None:
+    from profiler import zoo
+    from profiler.cards import load_cards
+
+    try:
+        shipped = load_cards()
+    except (OSError, ValueError) as exc:
+        fail(f"cannot read the model cards ({exc}); run scripts/build_cards.py", 1)
+    rows = []
+    for entry in zoo.ZOO.values():
+        card = shipped.get(entry.name, {})
+        rows.append({
+            "model": entry.name, "task": entry.task, "dataset": entry.dataset,
+            "samples_per_epoch": entry.samples_per_epoch, "epochs": entry.epochs,
+            "input": f"{entry.image_size}px" if entry.task == "image" else
+                     f"{entry.seq_len} tokens",
+            "batch_size": entry.batch_size,
+            "params_m": round(card["params"] / 1e6, 1) if card.get("params") else None,
+            "gflops_per_sample": round(card["flops_per_sample"] / 1e9, 2)
+            if card.get("flops_per_sample") else None,
+        })
+    if fmt is not Format.table:
+        return emit(rows, LIST_COLUMNS, fmt)
+    from profiler.cli.runs import wide_table
+
+    wide_table(rows, {c: LIST_HEADERS.get(c, c) for c in LIST_COLUMNS}, "model zoo",
+               left=("model", "task", "dataset", "input"))
