@@ -4,8 +4,8 @@ columns, after the user's filters and the GPU-memory check."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -44,7 +44,7 @@ class Candidates:
     def __getitem__(self, name: str) -> np.ndarray:
         return self.columns[name]
 
-    def take(self, index: np.ndarray) -> "Candidates":
+    def take(self, index: np.ndarray) -> Candidates:
         return Candidates({k: v[index] for k, v in self.columns.items()}, self.dropped,
                           self.largest_gpu_gb)
 

@@ -20,7 +20,8 @@ def parse_deadline(text: str) -> float:
     else:
         parts = _PART.findall(compact)
         units = [unit for _, unit in parts]
-        if not parts or "".join(n + u for n, u in parts) != compact or len(set(units)) != len(units):
+        spelled = "".join(number + unit for number, unit in parts)
+        if not parts or spelled != compact or len(set(units)) != len(units):
             raise ValueError(f"deadline {text!r} is not understood; give {DEADLINE_ACCEPTED}")
         seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
     if seconds <= 0:

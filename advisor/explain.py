@@ -90,9 +90,9 @@ def render(explained: dict) -> list[str]:
             f"Revocation risk: node life Weibull(shape {life['shape']:g}, mean "
             f"{format_duration(life['mean_s'])}; {life['source']}), cluster MTBF "
             f"{format_duration(risk['cluster_mtbf_s'])}, {risk['revocations_expected']:g} "
-            f"revocations expected, checkpoint every {format_duration(risk['checkpoint_interval_s'])}"
-            f" (Young/Daly); time P50 {format_duration(risk['time_p50_s'])}, "
-            f"P90 {format_duration(risk['time_p90_s'])}")
+            "revocations expected, checkpoint every "
+            f"{format_duration(risk['checkpoint_interval_s'])} (Young/Daly); time P50 "
+            f"{format_duration(risk['time_p50_s'])}, P90 {format_duration(risk['time_p90_s'])}")
     elif risk:
         lines.append("Revocation risk: none (on-demand nodes are not revoked)")
     if explained["filtered"]:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Callable
 
 import numpy as np
 

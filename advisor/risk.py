@@ -14,8 +14,8 @@ found for all candidates and draws at once by a searchsorted into a running maxi
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -85,10 +85,10 @@ def simulate_spot(
 ) -> SpotRuns:
     """Run times of spot candidates.
 
-    group: (rows,) index into `lifetimes`, the node life models; nodes: (rows,); work_s: (rows,) median compute
-    seconds the run needs without revocations or checkpoints; log_speed = (z, sigma): in draw
-    d the row runs exp(z[d] x sigma[row]) times its median speed; checkpoint_s, overhead_s:
-    (rows,) cost of one checkpoint and of one revocation. Rows that agree on all of these
+    group: (rows,) index into `lifetimes`, the node life models; nodes: (rows,); work_s:
+    (rows,) median compute seconds the run needs without revocations or checkpoints;
+    log_speed = (z, sigma): in draw d the row runs exp(z[d] x sigma[row]) times its median
+    speed; checkpoint_s, overhead_s: (rows,) cost of one checkpoint and of one revocation. Rows that agree on all of these
     (one instance type in many regions) are simulated once: on common draws their runs are
     the same.
     """

@@ -4,8 +4,8 @@ precision, and how much GPU memory one worker needs for it."""
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 
@@ -54,9 +54,8 @@ class Workload:
         """Weights + gradients + optimizer state + saved activations of one data-parallel worker."""
         weights = 4.0 * self.params
         optimizer = OPTIMIZER_STATE_BYTES.get(self.task, 8.0) * self.params
-        activations = (
-            self.activation_bytes_per_sample * ACTIVATION_FACTOR[self.precision] * self.batch_per_gpu
-        )
+        per_sample = self.activation_bytes_per_sample * ACTIVATION_FACTOR[self.precision]
+        activations = per_sample * self.batch_per_gpu
         model_state = weights + self.gradient_bytes + optimizer + activations
         return FRAGMENTATION_MARGIN * model_state + CONTEXT_RESERVE_BYTES
 
@@ -88,7 +87,8 @@ def build_workload(
     """A Workload from the model card, with the user's overrides checked."""
     card = _find_card(cards, model)
     if precision not in PRECISIONS:
-        raise WorkloadError(f"precision {precision!r} is not known; use one of {', '.join(PRECISIONS)}")
+        raise WorkloadError(
+            f"precision {precision!r} is not known; use one of {', '.join(PRECISIONS)}")
     for flag, value in (("--epochs", epochs), ("--samples", samples), ("--steps", steps),
                         ("--batch-size", batch_size)):
         if value is not None and value <= 0:

@@ -5,8 +5,8 @@ real catalog.
     .venv/bin/python benchmarks/recommend_speed.py [--runs 5] [--candidates 100000]
 
 The 100k candidates are the shipped offerings x 1..8 nodes x market, repeated as synthetic
-instance variants (same provider, region and GPU; prices and network jittered +-20%) until the count is
-reached, so the estimator and the revocation models see real markets.
+instance variants (same provider, region and GPU; prices and network jittered +-20%) until
+the count is reached, so the estimator and the revocation models see real markets.
 """
 
 from __future__ import annotations

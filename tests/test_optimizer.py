@@ -6,15 +6,15 @@ import math
 
 import numpy as np
 import pytest
+from test_recommend_fixtures import OFFERINGS, SAMPLES_PER_GPU_S, Estimator, candidates_for
 
 from advisor.optimizer import Constraints, rank_plans
-from test_recommend_fixtures import OFFERINGS, SAMPLES_PER_GPU_S, Estimator, candidates_for
 
 
 def brute_force_on_demand(deadline_s=None, budget=None, max_nodes=4):
     """Exact time and cost of every on-demand plan by hand (no throughput spread)."""
     plans = []
-    for provider, region, instance, gpu, gpus, _, price, _ in OFFERINGS:
+    for _, _, instance, gpu, gpus, _, price, _ in OFFERINGS:
         for nodes in range(1, max_nodes + 1):
             throughput = SAMPLES_PER_GPU_S[gpu] * gpus * nodes**0.9
             time = 120.0 + 50000 * 10 / throughput
@@ -87,7 +87,8 @@ def test_spot_with_endless_lifetimes_takes_as_long_as_on_demand():
     plans = rank_plans(work, cands, estimator, lambda *key: estimator.lifetime(*key[:3], False),
                        Constraints(deadline_s=86400.0))
     spot = np.flatnonzero(cands["spot"])
-    on_demand = {(cands["offering"][r], cands["nodes"][r]): r for r in np.flatnonzero(~cands["spot"])}
+    on_demand = {(cands["offering"][r], cands["nodes"][r]): r
+                 for r in np.flatnonzero(~cands["spot"])}
     twins = [on_demand[(cands["offering"][r], cands["nodes"][r])] for r in spot]
     for q in ("time_p50", "time_p90", "time_conf"):
         np.testing.assert_allclose(plans[q][spot], plans[q][twins], rtol=1e-6)

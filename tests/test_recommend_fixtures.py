@@ -5,6 +5,7 @@ shipped files instead."""
 from __future__ import annotations
 
 import math
+
 import numpy as np
 
 from advisor.artifact import Lifetime, Prediction

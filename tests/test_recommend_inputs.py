@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_recommend_fixtures import CARDS, OFFERINGS, offering_arrays
 
 from advisor.candidates import CandidateError, Filters, enumerate_candidates
 from advisor.durations import parse_budget, parse_deadline
 from advisor.workload import GIB, WorkloadError, build_workload
 from cloud.gpus import gpu_spec
-from test_recommend_fixtures import CARDS, OFFERINGS, offering_arrays
 
 
 @pytest.mark.parametrize("text, seconds", [

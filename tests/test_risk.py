@@ -7,14 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from advisor.risk import checkpoint_interval, mean_lifetime_s, revocation_times, simulate_spot
 from advisor.artifact import Lifetime
+from advisor.risk import checkpoint_interval, mean_lifetime_s, revocation_times, simulate_spot
 
 
 def run(lifetime, work_s, nodes=1, checkpoint_s=60.0, overhead_s=300.0, draws=4000, seed=7):
     runs = simulate_spot(np.array([0]), np.array([nodes]), np.array([work_s]),
-                         (np.zeros(draws), np.zeros(1)), np.array([checkpoint_s]), np.array([overhead_s]),
-                         [lifetime], np.random.default_rng(seed))
+                         (np.zeros(draws), np.zeros(1)), np.array([checkpoint_s]),
+                         np.array([overhead_s]), [lifetime], np.random.default_rng(seed))
     assert runs.time_s.shape == (draws, 1)
     return runs
 

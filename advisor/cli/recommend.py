@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -20,35 +19,35 @@ TABLE_COLUMNS = {
 }  # fmt: skip
 
 
-def _split(values: Optional[list[str]]) -> list[str]:
+def _split(values: list[str] | None) -> list[str]:
     return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
 
 
 @app.command("recommend")
 def recommend(
     model: str = typer.Argument(..., help="zoo model, e.g. resnet50, bert-base"),
-    deadline: Optional[str] = typer.Option(
+    deadline: str | None = typer.Option(
         None, help="finish by: 90m, 24h, 2d, 1d12h, or plain hours"),
-    budget: Optional[str] = typer.Option(None, help="spend at most this many USD: 500, $1200"),
+    budget: str | None = typer.Option(None, help="spend at most this many USD: 500, $1200"),
     confidence: float = typer.Option(
         0.9, min=0.5, max=0.99, help="probability the plan meets the deadline/budget"),
-    epochs: Optional[float] = typer.Option(None, help="epochs (default: the model card's)"),
-    samples: Optional[int] = typer.Option(None, help="samples per epoch (default: the card's)"),
-    steps: Optional[int] = typer.Option(
+    epochs: float | None = typer.Option(None, help="epochs (default: the model card's)"),
+    samples: int | None = typer.Option(None, help="samples per epoch (default: the card's)"),
+    steps: int | None = typer.Option(
         None, help="total optimizer steps instead of epochs (samples = steps x global batch)"),
-    batch_size: Optional[int] = typer.Option(None, help="per-GPU batch (default: the card's)"),
+    batch_size: int | None = typer.Option(None, help="per-GPU batch (default: the card's)"),
     precision: str = typer.Option("fp32", help="fp32, amp or bf16"),
-    provider: Optional[list[str]] = typer.Option(None, help="only these providers: gcp, aws"),
-    region: Optional[list[str]] = typer.Option(None, help="only these regions (repeatable)"),
-    gpu: Optional[list[str]] = typer.Option(None, help="only these GPUs: T4, V100, A100, ..."),
+    provider: list[str] | None = typer.Option(None, help="only these providers: gcp, aws"),
+    region: list[str] | None = typer.Option(None, help="only these regions (repeatable)"),
+    gpu: list[str] | None = typer.Option(None, help="only these GPUs: T4, V100, A100, ..."),
     max_nodes: int = typer.Option(8, help="largest cluster to consider, in nodes"),
     top: int = typer.Option(10, min=1, help="plans to show"),
     fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP),
-    plot: Optional[Path] = typer.Option(None, help="write the time-cost Pareto frontier PNG"),
+    plot: Path | None = typer.Option(None, help="write the time-cost Pareto frontier PNG"),
     explain: bool = typer.Option(False, help="show scaling, revocation risk and what was cut"),
-    artifact: Optional[Path] = typer.Option(
+    artifact: Path | None = typer.Option(
         None, help="fitted model artifact (default: datasets/model_artifact.json)"),
-    catalog: Optional[list[Path]] = typer.Option(
+    catalog: list[Path] | None = typer.Option(
         None, help="catalog CSV to read instead of the shipped ones (repeatable)"),
 ) -> None:
     """Recommend the cheapest GPU cluster that trains MODEL by the deadline, or the fastest
@@ -124,7 +123,7 @@ def _cards():
         fail(f"cannot read the model cards ({error}); restore datasets/model_cards.csv", 1)
 
 
-def _catalog(files: Optional[list[Path]]):
+def _catalog(files: list[Path] | None):
     from cloud.catalog import CatalogError, StaleCatalogWarning, load_catalog
 
     with warnings.catch_warnings(record=True) as caught:
@@ -141,7 +140,7 @@ def _catalog(files: Optional[list[Path]]):
     return loaded.as_arrays(), as_of
 
 
-def _artifact(path: Optional[Path]):
+def _artifact(path: Path | None):
     from advisor.artifact import ArtifactError, load_artifact
 
     try:
