@@ -88,9 +88,9 @@ def simulate_spot(
     group: (rows,) index into `lifetimes`, the node life models; nodes: (rows,); work_s:
     (rows,) median compute seconds the run needs without revocations or checkpoints;
     log_speed = (z, sigma): in draw d the row runs exp(z[d] x sigma[row]) times its median
-    speed; checkpoint_s, overhead_s: (rows,) cost of one checkpoint and of one revocation. Rows that agree on all of these
-    (one instance type in many regions) are simulated once: on common draws their runs are
-    the same.
+    speed; checkpoint_s, overhead_s: (rows,) cost of one checkpoint and of one revocation.
+    Rows that agree on all of these (one instance type in many regions) are simulated once:
+    on common draws their runs are the same.
     """
     z, sigma = log_speed
     group_code = np.asarray(group, dtype=np.int64)
