@@ -7,7 +7,6 @@ trials are in the store as soon as they end, so an interrupted sweep resumes whe
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import time
@@ -68,9 +67,10 @@ def agent_config(trial: Trial, provider: str, results: str) -> dict[str, Any]:
         },
     }
     if provider == "local":
-        # Local nodes share this machine's cores: each gets its share, not all of them.
-        threads = max(1, (os.cpu_count() or 1) // (trial.nodes * trial.nproc_per_node))
-        config["env"] = {"OMP_NUM_THREADS": str(threads)}
+        # A local node is the same hardware whatever the cluster size, as a VM type is: one
+        # core per worker process. (Threads beyond the free cores make OpenMP spin, and a
+        # 1-node trial would then be slower per worker than a 2-node one.)
+        config["env"] = {"OMP_NUM_THREADS": "1"}
     return config
 
 
