@@ -139,6 +139,9 @@ def test_plot_writes_a_png(tmp_path):
     (["resnet50", "--deadline", "1d", "--gpu", "B200"], "unknown GPU B200; the catalog has"),
     (["resnet50", "--deadline", "1d", "--precision", "fp8"], "fp32, amp, bf16"),
     (["resnet50", "--deadline", "1d", "--epochs", "0"], "--epochs must be positive"),
+    (["resnet50", "--deadline", "1d", "--steps", "100", "--epochs", "3"], "either --steps"),
+    (["resnet50", "--deadline", "1d", "--confidence", "1.5"], "--confidence must lie between"),
+    (["resnet50", "--deadline", "1d", "--max-nodes", "0"], "--max-nodes must be at least 1"),
     (["resnet50", "--deadline", "1d", "--artifact", "/nonexistent.json"], "advisor fit"),
 ])
 def test_bad_input_exits_2_with_one_line(args, message):

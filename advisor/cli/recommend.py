@@ -30,7 +30,7 @@ def recommend(
         None, help="finish by: 90m, 24h, 2d, 1d12h, or plain hours"),
     budget: str | None = typer.Option(None, help="spend at most this many USD: 500, $1200"),
     confidence: float = typer.Option(
-        0.9, min=0.5, max=0.99, help="probability the plan meets the deadline/budget"),
+        0.9, help="probability the plan meets the deadline/budget, between 0 and 1"),
     epochs: float | None = typer.Option(None, help="epochs (default: the model card's)"),
     samples: int | None = typer.Option(None, help="samples per epoch (default: the card's)"),
     steps: int | None = typer.Option(
@@ -41,10 +41,11 @@ def recommend(
     region: list[str] | None = typer.Option(None, help="only these regions (repeatable)"),
     gpu: list[str] | None = typer.Option(None, help="only these GPUs: T4, V100, A100, ..."),
     max_nodes: int = typer.Option(8, help="largest cluster to consider, in nodes"),
-    top: int = typer.Option(10, min=1, help="plans to show"),
+    top: int = typer.Option(10, help="plans to show"),
     fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP),
     plot: Path | None = typer.Option(None, help="write the time-cost Pareto frontier PNG"),
-    explain: bool = typer.Option(False, help="show scaling, revocation risk and what was cut"),
+    explain: bool = typer.Option(
+        False, "--explain", help="show scaling, revocation risk and what was cut"),
     artifact: Path | None = typer.Option(
         None, help="fitted model artifact (default: datasets/model_artifact.json)"),
     catalog: list[Path] | None = typer.Option(
@@ -71,6 +72,10 @@ def recommend(
 
     if deadline is None and budget is None:
         fail("give --deadline (e.g. 24h) or --budget (e.g. 500 USD), or both")
+    if not 0 < confidence < 1:
+        fail(f"--confidence must lie between 0 and 1 (e.g. 0.9), got {confidence:g}")
+    if top < 1:
+        fail(f"--top must be at least 1, got {top}")
     try:
         constraints = Constraints(
             deadline_s=parse_deadline(deadline) if deadline is not None else None,
