@@ -38,8 +38,10 @@ def recommend(
     batch_size: int | None = typer.Option(None, help="per-GPU batch (default: the card's)"),
     precision: str = typer.Option("fp32", help="fp32, amp or bf16"),
     provider: list[str] | None = typer.Option(None, help="only these providers: gcp, aws"),
-    region: list[str] | None = typer.Option(None, help="only these regions (repeatable)"),
-    gpu: list[str] | None = typer.Option(None, help="only these GPUs: T4, V100, A100, ..."),
+    region: list[str] | None = typer.Option(
+        None, help="only these regions (repeatable or comma-separated)"),
+    gpu: list[str] | None = typer.Option(
+        None, help="only these GPUs or families: T4, V100, A100-80GB, A100, ..."),
     max_nodes: int = typer.Option(8, help="largest cluster to consider, in nodes"),
     top: int = typer.Option(10, help="plans to show"),
     fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP),
