@@ -14,3 +14,13 @@ def reference() -> Path:
     if not REFERENCE.is_dir():
         pytest.skip("../shared/reference is not beside the checkout")
     return REFERENCE
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny CPU kernels run fastest on one thread on a shared machine; restored afterwards."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

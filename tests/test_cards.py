@@ -36,12 +36,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def conv_flops(conv, x):

@@ -3,7 +3,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from profiler import zoo  # noqa: E402
+from profiler import zoo
 
 # Parameter counts of the torchvision / Hugging Face reference implementations.
 REFERENCE_PARAMS = {
@@ -23,13 +23,7 @@ REFERENCE_PARAMS = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny CPU kernels run fastest on one thread on a shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def count(model):

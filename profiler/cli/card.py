@@ -3,8 +3,6 @@ default workload), computed live with torch on the meta device."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from advisor.cli.output import Format, emit, emit_json, fail
@@ -18,14 +16,14 @@ LIST_HEADERS = {"samples_per_epoch": "samples/epoch", "batch_size": "batch/GPU",
 
 @app.command()
 def card(
-    model: Optional[str] = typer.Argument(None, help="zoo model, e.g. resnet50 (see --list)"),
+    model: str | None = typer.Argument(None, help="zoo model, e.g. resnet50 (see --list)"),
     list_zoo: bool = typer.Option(False, "--list", help="list the zoo with its shipped cards"),
     all_models: bool = typer.Option(False, "--all", help="compute the card of every model"),
     write: bool = typer.Option(False, "--write", help="with --all: rewrite "
                                "datasets/model_cards.csv"),
-    image_size: Optional[int] = typer.Option(None, "--image-size", min=16,
+    image_size: int | None = typer.Option(None, "--image-size", min=16,
                                              help="image models: pixels a side"),
-    seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1,
+    seq_len: int | None = typer.Option(None, "--seq-len", min=1,
                                           help="text models: tokens a sequence"),
     fmt: Format = typer.Option(Format.table, "--format", help="table for people; json or csv"),
 ) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -24,11 +24,11 @@ def runs(
     store: Path = typer.Option(Path("runs.db"), "--store", help="measurement store (SQLite)"),
     fmt: RunsFormat = typer.Option(RunsFormat.table, "--format", help="table for people; json "
                                    "(the exchange form), csv or parquet for scripts"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write to this file "
+    output: Path | None = typer.Option(None, "--output", "-o", help="write to this file "
                                           "instead of stdout (required for parquet)"),
-    sweep: Optional[str] = typer.Option(None, "--sweep", help="only this sweep's trials"),
-    model: Optional[str] = typer.Option(None, "--model", help="only trials of this model"),
-    show: Optional[int] = typer.Option(None, "--show", metavar="TRIAL_ID",
+    sweep: str | None = typer.Option(None, "--sweep", help="only this sweep's trials"),
+    model: str | None = typer.Option(None, "--model", help="only trials of this model"),
+    show: int | None = typer.Option(None, "--show", metavar="TRIAL_ID",
                                        help="one trial in full, with its revocations, "
                                        "start-ups and checkpoints"),
 ) -> None:
