@@ -45,6 +45,8 @@ def card(
     """
     from profiler import zoo
 
+    if write and not all_models:
+        fail("--write rewrites every card: use it with --all")
     if list_zoo:
         return _list(fmt)
     if all_models:
