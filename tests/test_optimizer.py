@@ -85,13 +85,15 @@ def test_spot_with_endless_lifetimes_takes_as_long_as_on_demand():
     work, cands = candidates_for()
     estimator = Estimator(spot_life_s=math.inf)
     plans = rank_plans(work, cands, estimator, lambda *key: estimator.lifetime(*key[:3], False),
-                       Constraints(deadline_s=86400.0))
+                       Constraints(deadline_s=1400.0))
     spot = np.flatnonzero(cands["spot"])
     on_demand = {(cands["offering"][r], cands["nodes"][r]): r
                  for r in np.flatnonzero(~cands["spot"])}
     twins = [on_demand[(cands["offering"][r], cands["nodes"][r])] for r in spot]
     for q in ("time_p50", "time_p90", "time_conf"):
         np.testing.assert_allclose(plans[q][spot], plans[q][twins], rtol=1e-6)
+    np.testing.assert_array_equal(plans["p_deadline"][spot], plans["p_deadline"][twins])
+    assert ((plans["p_deadline"] > 0) & (plans["p_deadline"] < 1)).any()
     assert (plans["revocations"][spot] == 0).all()
 
 

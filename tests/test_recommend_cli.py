@@ -6,12 +6,16 @@ import csv
 import importlib
 import io
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from advisor.cli import COMMAND_MODULES
 from advisor.cli.app import app
+
+
+ROOT = Path(__file__).resolve().parent.parent
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"advisor.cli.{_name}")
@@ -149,4 +153,25 @@ def test_bad_input_exits_2_with_one_line(args, message):
     assert result.exit_code == 2, result.output
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 or "warning" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_a_catalog_file_of_ones_own_is_used(tmp_path):
+    shipped = (ROOT / "datasets" / "catalog_aws.csv").read_text().splitlines()
+    header, rows = shipped[0], [r for r in shipped[1:] if ",g5.xlarge," in r]
+    path = tmp_path / "mine.csv"
+    path.write_text("\n".join([header, *rows]) + "\n")
+    out = as_json("resnet18", "--deadline", "3d", "--catalog", str(path), "--top", "1000")
+    assert {p["instance_type"] for p in out["plans"]} == {"g5.xlarge"}
+
+
+@pytest.mark.parametrize("flag, content, message", [
+    ("--catalog", "provider,region\naws,us-east-1\n", "missing columns"),
+    ("--artifact", "{", "not valid JSON"),
+])
+def test_corrupt_input_files_exit_2_with_one_line(tmp_path, flag, content, message):
+    path = tmp_path / "broken"
+    path.write_text(content)
+    result = recommend("resnet18", "--deadline", "3d", flag, str(path))
+    assert result.exit_code == 2 and message in result.stderr
     assert "Traceback" not in result.output
