@@ -128,7 +128,8 @@ def _check_worker(config: AgentConfig, path: str) -> None:
         WorkerConfig.model_validate(worker_config(config))
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise AgentError(f"{path}: worker.{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        where = ".".join(map(str, first["loc"]))
+        raise AgentError(f"{path}: worker.{where}: {first['msg']}") from None
 
 
 def worker_config(config: AgentConfig) -> dict[str, Any]:

@@ -50,4 +50,5 @@ def get_watcher(provider: str) -> Watcher | None:
     try:
         return getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
-        raise WatcherError(f"the {provider} revocation watcher {target} cannot load: {exc}") from None
+        raise WatcherError(
+            f"the {provider} revocation watcher {target} cannot load: {exc}") from None

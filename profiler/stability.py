@@ -18,6 +18,7 @@ time's (to first order); the rule stops when that is within the tolerance.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -63,17 +64,22 @@ def batch_means_interval(
     step_times: np.ndarray, batches: int = 20, confidence: float = 0.95
 ) -> Interval | None:
     """Batch-means interval of the mean; None while there are fewer than 2 steps per batch."""
-    from scipy.stats import t
-
     x = np.asarray(step_times, dtype=float)
     size = len(x) // batches
     if size < 2:
         return None
     # Drop the oldest leftover steps so that every batch has the same length.
     means = x[len(x) - size * batches :].reshape(batches, size).mean(axis=1)
-    quantile = float(t.ppf(0.5 + confidence / 2, batches - 1))
-    half = quantile * float(means.std(ddof=1)) / float(np.sqrt(batches))
+    half = t_quantile(confidence, batches - 1) * float(means.std(ddof=1)) / float(np.sqrt(batches))
     return Interval(mean=float(x.mean()), half_width=half, batches=batches)
+
+
+@lru_cache(maxsize=None)
+def t_quantile(confidence: float, degrees_of_freedom: int) -> float:
+    """Two-sided Student-t quantile (scipy is imported here, once)."""
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + confidence / 2, degrees_of_freedom))
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,7 @@ class StoppingRule:
         self.min_measure_steps = max(min_measure_steps, 2 * batches)
         self.batches = batches
         self.times: list[float] = []
+        t_quantile(0.95, batches - 1)  # now, not in the middle of a timed step
 
     def add(self, step_time: float) -> None:
         self.times.append(step_time)

@@ -189,17 +189,20 @@ class Trainer:
             self.device = torch.device("cuda", self.local_rank)
         else:
             self.device = torch.device("cpu")
-        if "RANK" not in os.environ:  # run by hand: a group of one
-            os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                              MASTER_PORT=str(_free_port()))
-        dist.init_process_group("nccl" if self.cuda else "gloo",
-                                timeout=timedelta(seconds=self.config.init_timeout_s))
+        backend = "nccl" if self.cuda else "gloo"
+        timeout = timedelta(seconds=self.config.init_timeout_s)
+        if "RANK" in os.environ:  # under torchrun
+            dist.init_process_group(backend, timeout=timeout)
+        else:  # run by hand or in this process: a group of one
+            dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{_free_port()}",
+                                    rank=0, world_size=1, timeout=timeout)
         self.world = dist.get_world_size()
         # Stop decisions travel on CPU tensors, so that reading one never waits for the GPU.
         self.control = dist.new_group(backend="gloo") if self.cuda else dist.group.WORLD
         if self.local_rank == 0:
             local = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-            self.emit("rendezvous", pid=os.getpid(), world_size=self.world, nodes=self.world // local,
+            self.emit("rendezvous", pid=os.getpid(), world_size=self.world,
+                      nodes=self.world // local,
                       duration_s=time.time() - self.started_at)
 
     def build(self) -> None:
@@ -380,6 +383,17 @@ class Trainer:
         if getattr(self, "marker", None):
             self.marker.close()
         self.sink.close()
+
+
+def run_here(config: WorkerConfig) -> list[dict]:
+    """Train and measure in this process as a group of one (for benchmarks and tests); the
+    records of the config's cluster, this run's last."""
+    trainer = Trainer(config, started_at=time.time())
+    try:
+        trainer.run()
+    finally:
+        trainer.close()
+    return open_sink(config.sink, config.cluster).read_all()
 
 
 class ConfigError(Exception):

@@ -7,21 +7,16 @@ import time
 import pytest
 
 from profiler import worker
-from profiler.sink import open_sink
 
 # mobilenet_v2 at 16 px is among the fastest zoo models on a CPU (about 0.1 s a step).
 WORKLOAD = {"model": "mobilenet_v2", "batch_size": 2, "image_size": 16}
 
 
 @pytest.fixture
-def group_of_one(monkeypatch):
-    monkeypatch.setenv("RANK", "0")
-    monkeypatch.setenv("LOCAL_RANK", "0")
-    monkeypatch.setenv("WORLD_SIZE", "1")
-    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(worker._free_port()))
+def one_thread(monkeypatch):
     monkeypatch.setenv("PROFILER_AGENT_START", repr(time.time()))
-    monkeypatch.delenv("TORCHELASTIC_RESTART_COUNT", raising=False)
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RESTART_COUNT"):
+        monkeypatch.delenv(name, raising=False)
     import torch
 
     threads = torch.get_num_threads()
@@ -31,18 +26,13 @@ def group_of_one(monkeypatch):
 
 
 def run_worker(tmp_path, **settings) -> list[dict]:
-    config = worker.WorkerConfig(**{**WORKLOAD, "sink": str(tmp_path / "sink"), "cluster": "w",
-                                    "checkpoint_dir": str(tmp_path / "ckpt"), **settings})
-    trainer = worker.Trainer(config, started_at=time.time())
-    try:
-        trainer.run()
-    finally:
-        trainer.close()
-    return open_sink(str(tmp_path / "sink"), "w").read_all()
+    return worker.run_here(worker.WorkerConfig(**{
+        **WORKLOAD, "sink": str(tmp_path / "sink"), "cluster": "w",
+        "checkpoint_dir": str(tmp_path / "ckpt"), **settings}))
 
 
 @pytest.mark.slow
-def test_bf16_autocast_and_periodic_checkpoints(tmp_path, group_of_one):
+def test_bf16_autocast_and_periodic_checkpoints(tmp_path, one_thread):
     records = run_worker(tmp_path, precision="bf16", max_steps=5, checkpoint_every_steps=2,
                          min_warmup_steps=0)
     assert [r["step"] for r in records if r["type"] == "checkpoint_save"] == [2, 4]
