@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 from advisor.cli import COMMAND_MODULES
 from advisor.cli.app import app
 
-
 ROOT = Path(__file__).resolve().parent.parent
 
 for _name in COMMAND_MODULES:
