@@ -67,6 +67,11 @@ def rank_plans(
     rng = np.random.default_rng(seed)
     features = candidates.features(workload)
     throughput = estimator.predict("throughput", features)
+    usable = np.isfinite(throughput.value) & (throughput.value > 0)
+    if not usable.all():  # rare: score the rest, and say what was set aside
+        kept = candidates.take(np.flatnonzero(usable))
+        kept.dropped = kept.dropped + Counter({"no throughput prediction": int((~usable).sum())})
+        return rank_plans(workload, kept, estimator, lifetime, constraints, draws, seed)
     startup = estimator.predict("startup_s", features).value
     nodes, spot = candidates["nodes"], candidates["spot"]
     samples = workload.total_samples(nodes * candidates["gpus_per_node"])
@@ -151,7 +156,7 @@ def _subset(features: dict, rows: np.ndarray) -> dict:
 
 def _rank(candidates: Candidates, constraints: Constraints, scores: dict) -> Plans:
     time, cost = scores["time_conf"], scores["cost_conf"]
-    feasible = np.isfinite(time) & (scores["throughput"] > 0)
+    feasible = np.isfinite(time)
     misses: Counter = Counter()
     misses["never finishes (revocations outpace progress)"] = int((~np.isfinite(time)).sum())
     percent = f"{constraints.confidence:.0%}"

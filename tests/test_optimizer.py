@@ -118,3 +118,19 @@ def test_the_same_seed_gives_the_same_plans():
             for _ in range(2)]
     np.testing.assert_array_equal(runs[0]["time_p90"], runs[1]["time_p90"])
     np.testing.assert_array_equal(runs[0].ranked, runs[1].ranked)
+
+
+def test_candidates_without_a_throughput_prediction_are_set_aside():
+    class Partial(Estimator):
+        def predict(self, target, features):
+            prediction = super().predict(target, features)
+            if target == "throughput":
+                prediction.value[features["gpu"] == "T4"] = np.nan
+            return prediction
+
+    work, cands = candidates_for()
+    plans = rank_plans(work, cands, Partial(), Estimator().lifetime, Constraints(deadline_s=1e5))
+    t4 = int((cands["gpu_type"] == "T4").sum())
+    assert len(plans.candidates) == len(cands) - t4
+    assert plans.candidates.dropped["no throughput prediction"] == t4
+    assert "T4" not in set(plans["gpu_type"])
