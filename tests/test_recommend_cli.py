@@ -87,6 +87,8 @@ def test_table_and_csv():
     rows = list(csv.DictReader(io.StringIO(
         recommend("resnet18", "--deadline", "24h", "--top", "4", "--format", "csv").stdout)))
     assert len(rows) == 4 and rows[0]["rank"] == "1" and float(rows[0]["cost_p50"]) > 0
+    header = recommend("resnet18", "--deadline", "24h", "--format", "csv").stdout.splitlines()[0]
+    assert header.split(",").count("rank") == 1
 
 
 def test_explain_reports_scaling_risk_and_filters():

@@ -234,7 +234,7 @@ def _report(plans, work, as_of, fmt, top, explain, estimator) -> None:
         })
         return
     if fmt is Format.csv:
-        emit_csv(rows, ["rank", *[k for k in pick if k != "shape"]])
+        emit_csv(rows, [key for key in pick if key != "shape"])
         return
     _table(rows, plans, work, as_of, format_duration)
     if explained:
