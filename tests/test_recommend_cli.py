@@ -176,3 +176,16 @@ def test_corrupt_input_files_exit_2_with_one_line(tmp_path, flag, content, messa
     result = recommend("resnet18", "--deadline", "3d", flag, str(path))
     assert result.exit_code == 2 and message in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_steps_fix_the_samples_per_gpu_so_bigger_clusters_process_more():
+    out = as_json("resnet18", "--steps", "5000", "--batch-size", "64", "--budget", "1000",
+                  "--top", "100000")
+    assert out["workload"]["steps"] == 5000 and "epochs" not in out["workload"]
+    def time_on(nodes):
+        return next(p["time_p50_s"] for p in out["plans"] if p["instance_type"] == "g5.xlarge"
+                    and p["region"] == "us-east-1" and p["market"] == "on-demand"
+                    and p["nodes"] == nodes)
+
+    # 5000 steps take about as long on 8 nodes as on 1 (with epochs: about 1/8 as long).
+    assert 0.8 < time_on(8) / time_on(1) < 2
