@@ -66,7 +66,9 @@ def test_both_constraints_and_filters():
 
 def test_json_schema():
     out = as_json("resnet18", "--deadline", "24h", "--top", "3")
-    assert set(out) == {"pick", "plans", "workload", "constraints", "assumptions", "catalog"}
+    assert set(out) == {"pick", "plans", "workload", "constraints", "assumptions", "catalog",
+                        "artifact"}
+    assert out["artifact"]["schema_version"] == 1
     assert len(out["plans"]) == 3
     plan = out["pick"]
     for key in ("provider", "region", "instance_type", "gpu", "gpus_per_node", "nodes",

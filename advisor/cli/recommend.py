@@ -230,6 +230,8 @@ def _report(plans, work, as_of, fmt, top, explain, estimator) -> None:
                             "confidence": c.confidence},
             "assumptions": _assumptions(),
             "catalog": {"as_of": as_of, "candidates": len(plans.candidates)},
+            "artifact": {key: getattr(estimator, "doc", {}).get(key)
+                         for key in ("schema_version", "fitted_at")},
             **({"explain": explained} if explained else {}),
         })
         return
