@@ -43,4 +43,4 @@ class SweepDisplay:
 
     def done(self, line: str) -> None:
         self._progress.advance(self._task)
-        self._progress.console.print(line, markup=False, highlight=False)
+        self._progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
