@@ -4,7 +4,8 @@
 
 It records `agent_start`, starts torchrun with the training worker (profiler/worker.py) as a
 child in its own process group, runs the provider's revocation-notice watcher
-(profiler/agent_watchers.py), waits, records `agent_exit` and exits with torchrun's code.
+(profiler/agent_watchers.py), which on a notice records it and sends SIGUSR1 to the workers
+(rank 0 then checkpoints at once), waits, records `agent_exit` and exits with torchrun's code.
 It takes its children with it: torchrun gets SIGKILL from the kernel when the agent dies
 (PR_SET_PDEATHSIG), and each worker when torchrun dies, so killing the agent's process group,
 even with SIGKILL, leaves nothing running. SIGTERM or SIGINT to the agent stop the run.
@@ -145,12 +146,34 @@ def _die_with_agent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def _start_watcher(config: AgentConfig, recorder: Recorder) -> threading.Event:
+def signal_workers(torchrun_pid: int, signum: int) -> list[int]:
+    """Send `signum` to the worker processes under torchrun (not to torchrun, for which
+    SIGUSR1 is fatal); returns their pids."""
+    import psutil
+
+    try:
+        children = psutil.Process(torchrun_pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    sent = []
+    for child in children:
+        try:
+            if "profiler.worker" in child.cmdline():
+                child.send_signal(signum)
+                sent.append(child.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return sent
+
+
+def _start_watcher(config: AgentConfig, recorder: Recorder, torchrun_pid: int) -> threading.Event:
     stop = threading.Event()
     watch = get_watcher(config.provider)
     if watch is not None:
         def notify(kind: str, notice_s: float | None = None, detail: dict | None = None) -> None:
             recorder.emit("notice", kind=kind, notice_s=notice_s, detail=detail or {})
+            # Checkpoint now: the workers agree on it within a few steps and rank 0 saves.
+            signal_workers(torchrun_pid, signal.SIGUSR1)
 
         threading.Thread(target=watch, args=(notify, stop), name="notice-watcher",
                          daemon=True).start()
@@ -179,7 +202,7 @@ def run(config: AgentConfig, started_at: float) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    stop = _start_watcher(config, recorder)
+    stop = _start_watcher(config, recorder, torchrun.pid)
     code = torchrun.wait()
     stop.set()
     recorder.emit("agent_exit", exit_code=code, duration_s=time.time() - started_at)

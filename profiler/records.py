@@ -61,6 +61,8 @@ RECORD_TYPES: dict[str, dict[str, str]] = {
         "step": "global step saved",
         "seconds": "wall time of the save (state to CPU, write, fsync, rename)",
         "bytes": "size of the checkpoint file",
+        "reason": "periodic | notice (a node was warned it will go) | final (end of a run "
+        "that made none, to measure one)",
     },
     "checkpoint_restore": {
         "step": "global step restored",

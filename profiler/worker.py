@@ -12,7 +12,8 @@ worker.json holds the fields of WorkerConfig. The environment may add PROFILER_A
 Every rank trains; rank 0 times its steps (CUDA events read a few steps late, so no step waits
 for the GPU; perf_counter on CPU), feeds them to the stopping rule (profiler/stability.py),
 checkpoints, and decides when to stop, which it tells the other ranks every CHECK_EVERY steps
-over a gloo group. Records (profiler/records.py) go to the sink. After a torchrun restart the
+over a gloo group; any rank that got SIGUSR1 (its node will be revoked) makes rank 0 save a
+checkpoint at that point. Records (profiler/records.py) go to the sink. After a torchrun restart the
 worker resumes from the latest checkpoint and measures afresh.
 """
 
@@ -21,7 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Literal
@@ -138,7 +141,6 @@ def peak_memory_bytes(cuda: bool) -> int:
 def _die_with_parent() -> None:
     """Ask the kernel to SIGKILL this process when torchrun goes, however torchrun goes."""
     import ctypes
-    import signal
 
     parent = os.getppid()
     try:
@@ -255,10 +257,15 @@ class Trainer:
             self.emit("checkpoint_restore", step=self.step, seconds=self.restored.seconds,
                       bytes=timed.bytes, steps_lost=max(last_step - self.step, 0))
 
-    def save(self) -> None:
+    def save(self, reason: str) -> None:
+        if not self.config.checkpoint_dir:
+            return
         timed = checkpoint.save(self.config.checkpoint_dir, self.state())
         self.saves.append(timed)
-        self.emit("checkpoint_save", step=self.step, seconds=timed.seconds, bytes=timed.bytes)
+        self.skip.add(self.step + 1)
+        self.last_save_t = time.perf_counter()
+        self.emit("checkpoint_save", step=self.step, seconds=timed.seconds, bytes=timed.bytes,
+                  reason=reason)
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -272,72 +279,93 @@ class Trainer:
         self.step += 1
 
     def run(self) -> None:
-        c, torch = self.config, self.torch
+        c = self.config
         self.init_distributed()
         self.build()
         self.restore()
         self.wrap()
-        samples_per_step = self.world * c.batch_size
-        rule = StoppingRule(c.tolerance, c.min_warmup_steps, c.min_measure_steps)
-        first_step = self.step + 1
+        self.samples_per_step = self.world * c.batch_size
+        self.rule = StoppingRule(c.tolerance, c.min_warmup_steps, c.min_measure_steps)
+        self.first_step = self.step + 1
+        self.skip: set[int] = set()  # steps whose time includes a checkpoint save
+        self.save_requested = False
+        self.measuring = self.stop = False
+        self.last_save_t = self.last_eval_t = time.perf_counter()
+        self.progress = (time.perf_counter(), self.step)
+        if threading.current_thread() is threading.main_thread():
+            # The node agent sends SIGUSR1 when its provider warns that the node will go.
+            signal.signal(signal.SIGUSR1, self._request_save)
         if self.rank == 0:
             self.emit("phase", phase="warmup", step=self.step)
-        timer = StepTimer(self.cuda)
-        skip: set[int] = set()  # steps whose time includes a checkpoint save
-        last_save_t = last_eval_t = time.perf_counter()
-        progress = (time.perf_counter(), self.step)
-        measuring, decision, stable = False, False, False
+        self.timer = StepTimer(self.cuda)
         while True:
             self.train_step()
-            timer.mark(self.step)
-            now = time.perf_counter()
-            if self.step == first_step:
-                if self.cuda:
-                    torch.cuda.synchronize()
-                self.first_step_t = time.time()
-                if self.local_rank == 0:
-                    self.emit("first_step", step=self.step,
-                              since_agent_start_s=self.first_step_t - self.agent_start,
-                              since_process_start_s=self.first_step_t - self.started_at)
-                measure_start = time.perf_counter()
+            self.timer.mark(self.step)
+            if self.step == self.first_step:
+                self.on_first_step()
             if self.rank == 0:
-                if self.marker:
-                    self.marker.write(self.step)
-                for step, seconds in timer.ready():
-                    if step != first_step and step not in skip:
-                        rule.add(seconds)
-                if c.checkpoint_dir and (
-                    (c.checkpoint_every_steps and self.step % c.checkpoint_every_steps == 0)
-                    or (c.checkpoint_every_s and now - last_save_t >= c.checkpoint_every_s)
-                ):
-                    self.save()
-                    skip.add(self.step + 1)
-                    last_save_t = time.perf_counter()
-                if now - progress[0] >= c.progress_every_s:
-                    rate = (self.step - progress[1]) * samples_per_step / (now - progress[0])
-                    self.emit("progress", step=self.step, samples_per_s=rate,
-                              phase="measuring" if measuring else "warmup")
-                    progress = (now, self.step)
-                if now - last_eval_t >= EVALUATE_EVERY_S:
-                    verdict = rule.verdict()
-                    last_eval_t = now
-                    if verdict.interval is not None and not measuring:
-                        measuring = True
-                        self.emit("phase", phase="measuring", step=self.step,
-                                  warmup_steps=verdict.warmup_steps)
-                    stable = verdict.stable
-                    decision = stable or now - measure_start >= c.max_seconds
-                decision = decision or bool(c.max_steps and self.step >= c.max_steps)
-            if self.step % CHECK_EVERY == 0 or (c.max_steps and self.step >= c.max_steps):
-                flag = torch.tensor([int(decision)])
-                self.dist.broadcast(flag, src=0, group=self.control)
-                if flag.item():
+                self.after_step()
+            at_limit = bool(c.max_steps and self.step >= c.max_steps)
+            if self.step % CHECK_EVERY == 0 or at_limit:
+                stop, save = self.agree()
+                if save and self.rank == 0:
+                    self.save("notice")
+                if stop:
                     break
         if self.rank == 0:
-            for step, seconds in timer.ready(wait=True):
-                if step != first_step and step not in skip:
-                    rule.add(seconds)
-            self.finish(rule, samples_per_step)
+            self.add_times(self.timer.ready(wait=True))
+            self.finish(self.rule, self.samples_per_step)
+
+    def _request_save(self, _signum: int, _frame: object) -> None:
+        self.save_requested = True
+
+    def on_first_step(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize()
+        self.first_step_t = time.time()
+        self.measure_start = time.perf_counter()
+        if self.local_rank == 0:
+            self.emit("first_step", step=self.step,
+                      since_agent_start_s=self.first_step_t - self.agent_start,
+                      since_process_start_s=self.first_step_t - self.started_at)
+
+    def add_times(self, timed: list[tuple[int, float]]) -> None:
+        for step, seconds in timed:
+            if step != self.first_step and step not in self.skip:
+                self.rule.add(seconds)
+
+    def after_step(self) -> None:
+        """Rank 0's bookkeeping: step marker, timing, checkpoints, progress, stopping rule."""
+        c, now = self.config, time.perf_counter()
+        if self.marker:
+            self.marker.write(self.step)
+        self.add_times(self.timer.ready())
+        if c.checkpoint_dir and (
+            (c.checkpoint_every_steps and self.step % c.checkpoint_every_steps == 0)
+            or (c.checkpoint_every_s and now - self.last_save_t >= c.checkpoint_every_s)
+        ):
+            self.save("periodic")
+        if now - self.progress[0] >= c.progress_every_s:
+            rate = (self.step - self.progress[1]) * self.samples_per_step / (now - self.progress[0])
+            self.emit("progress", step=self.step, samples_per_s=rate,
+                      phase="measuring" if self.measuring else "warmup")
+            self.progress = (now, self.step)
+        if now - self.last_eval_t >= EVALUATE_EVERY_S:
+            self.last_eval_t = now
+            verdict = self.rule.verdict()
+            if verdict.interval is not None and not self.measuring:
+                self.measuring = True
+                self.emit("phase", phase="measuring", step=self.step,
+                          warmup_steps=verdict.warmup_steps)
+            self.stop = verdict.stable or now - self.measure_start >= c.max_seconds
+        self.stop = self.stop or bool(c.max_steps and self.step >= c.max_steps)
+
+    def agree(self) -> tuple[bool, bool]:
+        """All ranks learn whether rank 0 stops and whether any rank was asked to save."""
+        flags = self.torch.tensor([int(self.stop), int(self.save_requested)])
+        self.dist.all_reduce(flags, op=self.dist.ReduceOp.MAX, group=self.control)
+        self.save_requested = False
+        return bool(flags[0]), bool(flags[1])
 
     def finish(self, rule: StoppingRule, samples_per_step: int) -> None:
         """Rank 0: checkpoint figures if the run made none, then the result record."""
@@ -345,7 +373,7 @@ class Trainer:
 
         c = self.config
         if c.checkpoint_dir and not self.saves:
-            self.save()
+            self.save("final")
         if c.checkpoint_dir and self.restored is None:
             started = time.perf_counter()
             state, timed = checkpoint.load(c.checkpoint_dir, self.device)

@@ -113,10 +113,14 @@ def test_killing_the_agent_group_leaves_nothing_running(tmp_path):
     proc = start_agent(agent_config(tmp_path, "kill", max_seconds=600), tmp_path)
     try:
         agent_process = psutil.Process(proc.pid)
-        tree = wait_for(  # agent -> torchrun -> worker
-            lambda: [p for p in agent_process.children(recursive=True)
-                     if "profiler.worker" in " ".join(p.cmdline())]
-            and agent_process.children(recursive=True), 60, "the worker process")
+        (torchrun,) = wait_for(agent_process.children, 60, "torchrun")
+        workers = wait_for(  # agent -> torchrun -> worker
+            lambda: [p.pid for p in torchrun.children(recursive=True)
+                     if "profiler.worker" in p.cmdline()], 60, "the worker process")
+        tree = agent_process.children(recursive=True)
+        assert len(tree) >= 2
+        # the agent's notice path reaches exactly the workers (signal 0: only a check)
+        assert agent.signal_workers(torchrun.pid, 0) == workers
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)

@@ -2,6 +2,8 @@
 stable, its records, its step timer and its one-line errors."""
 
 import json
+import os
+import signal
 import time
 
 import pytest
@@ -45,6 +47,22 @@ def test_bf16_autocast_and_periodic_checkpoints(tmp_path, one_thread):
     assert result["throughput"] == pytest.approx(2 / result["step_time_mean"])
     assert result["checkpoint_save_s"] > 0 and result["checkpoint_restore_s"] > 0
     assert records[-1]["type"] == "result"  # worker_exit comes from main(), around the trainer
+
+
+@pytest.mark.slow
+def test_sigusr1_makes_rank_0_checkpoint_at_the_next_check(tmp_path, one_thread, monkeypatch):
+    """What the node agent does on a revocation notice: the save comes at the next agreement
+    between ranks (every CHECK_EVERY steps), not at a periodic time."""
+    first_step = worker.Trainer.on_first_step
+
+    def warned_after_first_step(self):
+        first_step(self)
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    monkeypatch.setattr(worker.Trainer, "on_first_step", warned_after_first_step)
+    records = run_worker(tmp_path, max_steps=worker.CHECK_EVERY + 2)
+    saves = [(r["step"], r["reason"]) for r in records if r["type"] == "checkpoint_save"]
+    assert saves == [(worker.CHECK_EVERY, "notice")]
 
 
 def test_step_timer_on_cpu_times_each_step():
