@@ -118,6 +118,8 @@ class LocalProvider(Provider):
             path = self.state_dir / node.cluster / f"node-{node.index}.json"
             record = _read_json(path)
             if record is not None and record["id"] == node.id:
+                # Its end (a revocation above all) is still owed to poll_events.
+                self._pending.setdefault(node.cluster, []).extend(self._end_events([record]))
                 path.unlink(missing_ok=True)
 
     def poll_events(self, cluster: str) -> list[ProviderEvent]:
@@ -143,9 +145,9 @@ class LocalProvider(Provider):
         record = _read_json(path)
         if record is None or record["id"] != node.id:
             raise ProviderError(f"node {node.id} is not running; nothing to revoke")
-        record["revoked_at"] = time.time()
-        _write_json(path, record)
         procs = self._processes(node.id)
+        record["revoked_at"] = time.time()  # the moment of the kill, for poll_events
+        _write_json(path, record)
         for proc in procs:
             _signal(proc, signal.SIGKILL)
         psutil.wait_procs(procs, timeout=5)

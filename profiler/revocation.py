@@ -25,7 +25,7 @@ class Revoker:
         self.provider, self.spec = provider, spec
         self.planned_node, self.planned_after = node, after_first_step_s
         self.seen: list[RevocationSeen] = []
-        self._replaced: set[str] = set()  # ids of the nodes already revoked and replaced
+        self._replaced: dict[str, RevocationSeen] = {}  # node id -> its revocation
 
     @property
     def pending(self) -> bool:
@@ -40,8 +40,9 @@ class Revoker:
     def revoke_planned(self, nodes: list[Node]) -> list[Node]:
         """Revoke the planned node now and launch its replacement; returns the new nodes."""
         node = next(n for n in nodes if n.index == self.planned_node)
+        requested = time.time()
         self.provider.revoke(node)
-        seen = RevocationSeen(node=node.index, at=time.time(),
+        seen = RevocationSeen(node=node.index, at=requested,
                               cause=INJECTED_CAUSE.get(self.provider.name, "preemption"))
         return self._replace(node, seen)
 
@@ -49,8 +50,12 @@ class Revoker:
         """Replace nodes the provider preempted on its own; returns the current nodes."""
         by_id = {n.id: n for n in nodes}
         for event in events:
+            if event.kind == "preempted" and event.node_id in self._replaced:
+                # The provider's own time of an injected revocation is the better one.
+                self._replaced[event.node_id].at = event.at
+                continue
             node = by_id.get(event.node_id)
-            if event.kind != "preempted" or node is None or node.id in self._replaced:
+            if event.kind != "preempted" or node is None:
                 continue
             seen = RevocationSeen(node=node.index, at=event.at,
                                   cause=event.detail.get("cause", "preemption"),
@@ -59,7 +64,7 @@ class Revoker:
         return nodes
 
     def _replace(self, node: Node, seen: RevocationSeen) -> list[Node]:
-        self._replaced.add(node.id)
+        self._replaced[node.id] = seen
         self.provider.terminate([node])
         seen.replacement_launched_at = time.time()
         nodes = self.provider.launch(self.spec)

@@ -124,3 +124,17 @@ def test_spot_is_refused_with_the_fix(tmp_path):
     spot = ClusterSpec(sweep="s", trial="t", nodes=1, instance_type="local-cpu", spot=True)
     with pytest.raises(ProviderError, match="no spot market; set spot: false"):
         provider.launch(spot)
+
+
+def test_a_revocation_is_reported_even_after_terminate_and_relaunch(provider):
+    """The orchestrator's order: revoke, clean up the lost node, launch its replacement."""
+    spec = _spec()
+    nodes = provider.launch(spec)
+    before = time.time()
+    provider.revoke(nodes[1])
+    after = time.time()
+    provider.terminate([nodes[1]])
+    provider.launch(spec)
+    events = [e for e in provider.poll_events(spec.cluster) if e.node_id == nodes[1].id]
+    assert [e.kind for e in events] == ["preempted"]
+    assert before <= events[0].at <= after
