@@ -53,6 +53,9 @@ from profiler.sink import SinkError, open_sink
 
 # Without it, restarts after a lost node hang or fail over gloo (pytorch issue 135712).
 TORCHRUN_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+# A lost node leaves the rendezvous when it has missed keep_alive_max_attempt heartbeats of
+# keep_alive_interval seconds; torch's 5 s x 3 would add up to 15 s to every recovery.
+RDZV_CONF = "last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=3"
 DEFAULT_RDZV_PORT = 29400
 
 
@@ -96,7 +99,7 @@ class AgentConfig(BaseModel):
             f"--rdzv-id={self.cluster}",
             # Node 0 hosts the rendezvous store, whatever the address heuristic says: nodes
             # sharing one machine (the local provider) would otherwise race to host it.
-            f"--rdzv-conf=last_call_timeout=1,is_host={str(self.node == 0).lower()}",
+            f"--rdzv-conf={RDZV_CONF},is_host={str(self.node == 0).lower()}",
             f"--max-restarts={self.max_restarts}",
             "--monitor-interval=0.5",
             "-m", "profiler.worker", "--config", str(worker_config),
@@ -139,11 +142,17 @@ def worker_config(config: AgentConfig) -> dict[str, Any]:
             "checkpoint_dir": checkpoint_dir}
 
 
-def _die_with_agent() -> None:
-    """In the torchrun child, before exec: SIGKILL me when the agent dies."""
+def _die_with(agent_pid: int):
+    """For the torchrun child, before exec: SIGKILL me when the agent dies (or now, if it
+    died between the fork and this)."""
     import ctypes
 
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    def arm() -> None:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != agent_pid:
+            os._exit(1)
+
+    return arm
 
 
 def signal_workers(torchrun_pid: int, signum: int) -> list[int]:
@@ -192,7 +201,7 @@ def run(config: AgentConfig, started_at: float) -> int:
     worker_path.write_text(json.dumps(worker_config(config), indent=2))
     env = {**os.environ, **TORCHRUN_ENV, **config.env, "PROFILER_AGENT_START": repr(started_at)}
     torchrun = subprocess.Popen(config.torchrun_command(worker_path), env=env,
-                                start_new_session=True, preexec_fn=_die_with_agent)
+                                start_new_session=True, preexec_fn=_die_with(os.getpid()))
 
     def forward(signum: int, _frame: Any) -> None:
         try:

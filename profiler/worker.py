@@ -3,9 +3,10 @@
 Run under torchrun (the node agent, profiler/agent.py, does it):
 
     TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --nnodes=1:2 --nproc-per-node=1 \\
-        --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT --rdzv-conf=last_call_timeout=1 \\
+        --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT --rdzv-conf=CONF \\
         --max-restarts=3 -m profiler.worker --config worker.json
 
+(CONF: profiler.agent.RDZV_CONF plus is_host=true on node 0.)
 worker.json holds the fields of WorkerConfig. The environment may add PROFILER_AGENT_START
 (time.time() when the node agent started; time to first step counts from it).
 
@@ -139,16 +140,19 @@ def peak_memory_bytes(cuda: bool) -> int:
 
 
 def _die_with_parent() -> None:
-    """Ask the kernel to SIGKILL this process when torchrun goes, however torchrun goes."""
+    """Under torchrun: ask the kernel to SIGKILL this process when torchrun goes, however it
+    goes; and if it went already (before this ran), go now."""
     import ctypes
 
-    parent = os.getppid()
+    if "TORCHELASTIC_RUN_ID" not in os.environ:
+        return
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        parent = Path(f"/proc/{os.getppid()}/cmdline").read_bytes()
     except OSError:
         return
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
+    if b"torch.distributed.run" not in parent and b"torchrun" not in parent:
+        os._exit(1)  # orphaned: torchrun died before the death signal was armed
 
 
 class Trainer:
@@ -481,7 +485,13 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     _die_with_parent()
-    code = main()
+    try:
+        code = main()
+    except BaseException:  # torchrun shows the traceback in the node's log
+        import traceback
+
+        traceback.print_exc()
+        code = 1
     # Records are already in the kernel (sink writes are unbuffered); skipping the interpreter's
     # teardown of torch and transformers saves seconds at every exit and torchrun restart.
     sys.stdout.flush()

@@ -185,6 +185,6 @@ def test_torchrun_command_is_elastic_with_the_rendezvous_of_the_config():
     assert command[1:3] == ["-m", "torch.distributed.run"]
     for flag in ("--nnodes=1:2", "--nproc-per-node=1", "--rdzv-backend=c10d",
                  "--rdzv-endpoint=10.0.0.2:29400", "--rdzv-id=c", "--max-restarts=3",
-                 "--rdzv-conf=last_call_timeout=1,is_host=false"):
+                 f"--rdzv-conf={agent.RDZV_CONF},is_host=false"):
         assert flag in command
     assert command[-4:] == ["-m", "profiler.worker", "--config", "/w.json"]
