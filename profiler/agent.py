@@ -50,6 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from profiler.agent_watchers import WatcherError, get_watcher
 from profiler.records import Recorder, boot_time, process_start_time
 from profiler.sink import SinkError, open_sink
+from profiler.worker import ConfigError, WorkerConfig, first_problem, read_config
 
 # Without it, restarts after a lost node hang or fail over gloo (pytorch issue 135712).
 TORCHRUN_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
@@ -106,34 +107,13 @@ class AgentConfig(BaseModel):
         ]
 
 
-class AgentError(Exception):
-    """A config or environment the agent cannot run with; the message names the fix."""
-
-
 def load_config(path: str) -> AgentConfig:
-    try:
-        config = AgentConfig.model_validate(json.loads(Path(path).read_text()))
-    except FileNotFoundError:
-        raise AgentError(f"{path}: no such agent config; pass --config PATH") from None
-    except json.JSONDecodeError as exc:
-        raise AgentError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise AgentError(f"{path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
-    _check_worker(config, path)
-    return config
-
-
-def _check_worker(config: AgentConfig, path: str) -> None:
-    """Validate the worker part now, so a typo fails here in one line, not in every rank."""
-    from profiler.worker import WorkerConfig
-
-    try:
+    config = read_config(AgentConfig, path, "agent")
+    try:  # the worker part too, so that a typo fails here in one line, not in every rank
         WorkerConfig.model_validate(worker_config(config))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(map(str, first["loc"]))
-        raise AgentError(f"{path}: worker.{where}: {first['msg']}") from None
+        raise ConfigError(f"{path}: {first_problem(exc, 'worker.')}") from None
+    return config
 
 
 def worker_config(config: AgentConfig) -> dict[str, Any]:
@@ -229,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config)
         get_watcher(config.provider)  # fail before starting anything
         return run(config, started_at)
-    except (AgentError, SinkError, WatcherError) as exc:
+    except (ConfigError, SinkError, WatcherError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -440,17 +440,22 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def load_config(path: str) -> WorkerConfig:
+def first_problem(exc: ValidationError, prefix: str = "") -> str:
+    """The first validation error as 'field.path: message'."""
+    first = exc.errors()[0]
+    return f"{prefix}{'.'.join(map(str, first['loc'])) or 'config'}: {first['msg']}"
+
+
+def read_config(model: type[BaseModel], path: str, what: str) -> BaseModel:
+    """`model` read from the JSON file at `path` (the worker's or the agent's config)."""
     try:
-        return WorkerConfig.model_validate(json.loads(Path(path).read_text()))
+        return model.model_validate(json.loads(Path(path).read_text()))
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such worker config; pass --config PATH") from None
+        raise ConfigError(f"{path}: no such {what} config; pass --config PATH") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(map(str, first["loc"])) or "config"
-        raise ConfigError(f"{path}: {where}: {first['msg']}") from None
+        raise ConfigError(f"{path}: {first_problem(exc)}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -460,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", required=True, help="worker config JSON (WorkerConfig)")
     args = parser.parse_args(argv)
     try:
-        config = load_config(args.config)
+        config = read_config(WorkerConfig, args.config, "worker")
         zoo.resolve(config.model)
         trainer = Trainer(config, started_at)
     except (ConfigError, zoo.UnknownModelError) as exc:
