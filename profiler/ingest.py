@@ -145,11 +145,3 @@ def error_message(records: list[dict]) -> str | None:
     failed = first(records, "worker_exit", status="error")
     return failed["error"] if failed else None
 
-
-def export_runs(store: Any, sweep: str | None = None) -> list[dict[str, Any]]:
-    """The exchange form (docs/interfaces.md): one object per trial, every `trials` column
-    plus `id`, and its `revocations`, `startups` and `checkpoints` rows."""
-    trials = store.rows("trials", {"sweep": sweep} if sweep else None)
-    return [{**trial, **{table: store.rows(table, {"trial_id": trial["id"]})
-                         for table in ("revocations", "startups", "checkpoints")}}
-            for trial in trials]

@@ -22,7 +22,7 @@ nodes: [1, 2]
 batch_size: 4
 image_size: 32
 max_seconds: 8
-checkpoint_every: 5
+checkpoint_every: 2
 startup_timeout: 180
 revocation: {node: 1, at_seconds: 4}
 """
@@ -157,14 +157,14 @@ def test_bad_spec_is_one_line_and_exit_2(tmp_path, env, text, expected):
 @pytest.mark.slow
 def test_exported_runs_load_back_through_the_importer(swept, tmp_path):
     from advisor.importers.runs import import_runs
-    from profiler.ingest import export_runs
 
-    tmp, _, run = swept
+    tmp, env, run = swept
     assert run.returncode == 0, run.stderr
-    with Store(tmp / "runs.db") as store:
-        exported = export_runs(store, "tiny")
+    export = profiler("runs", "--store", str(tmp / "runs.db"), "--sweep", "tiny", "--format",
+                      "json", "-o", str(tmp_path / "runs.json"), env=env)
+    assert export.returncode == 0, export.stderr
+    exported = json.loads((tmp_path / "runs.json").read_text())
     assert [len(t["revocations"]) for t in exported] == [0, 1]
-    (tmp_path / "runs.json").write_text(json.dumps(exported))
     with Store(tmp_path / "copy.db") as copy:
         result = import_runs(tmp_path / "runs.json", copy)
         assert result.rows["trials"] == 2 and result.rows["revocations"] == 1
