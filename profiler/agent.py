@@ -24,7 +24,8 @@ agent.json (AgentConfig; keys not listed are ignored, so providers may add their
     rdzv_endpoint    HOST:PORT of the rendezvous, or rendezvous_host + rendezvous_port
     nproc_per_node   worker processes on this node         default gpus_per_node, or 1
     max_restarts     torchrun --max-restarts                                 default 3
-    checkpoint_dir   where rank 0 checkpoints; must be visible to the next rank 0
+    checkpoint_dir   where the node keeps its checkpoint copy (in DIR/node-<node>/); the
+                     newest copy of any node is restored after a restart
                      default TMPDIR/gpuadvisor/<cluster>/checkpoint
     launched_at      time.time() when the launch request was sent (start-up timing)
     env              extra environment variables for torchrun and the workers

@@ -3,10 +3,10 @@
 A checkpoint is one file, DIR/checkpoint.pt, replaced atomically: the new state is written to
 a temporary file in the same directory, fsynced, then renamed over the old one (and the
 directory fsynced), so a process killed at any moment leaves either the old or the new
-checkpoint whole, never a torn one. DIR must be reachable by whichever process is rank 0 after
-a restart (one machine, or storage shared by the nodes).
+checkpoint whole, never a torn one. The worker keeps one DIR per node (each node's local rank 0
+saves the same state there), so the loss of any node loses no checkpoint.
 
-DIR/last_step holds the last global step rank 0 finished, rewritten in place every step (one
+DIR/last_step holds the last global step the node finished, rewritten in place every step (one
 pwrite of a fixed-width number, no fsync: it only has to survive the death of the process,
 which the page cache ensures). After a restart, last_step - restored step = steps lost.
 """

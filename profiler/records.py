@@ -7,7 +7,9 @@ Every record carries:
     t        time.time() when it was made (seconds since the epoch, wall clock of the node)
     node     index of the node in the cluster (0 hosts the rendezvous)
     rank     global rank of the worker process, or null for the agent
-    restart  torchrun restart count of the worker (TORCHELASTIC_RESTART_COUNT); 0 for the agent
+    restart  torchrun restart count of the worker (TORCHELASTIC_RESTART_COUNT); 0 for the agent.
+             torchrun counts failures only: a re-rendezvous because a node joined keeps the
+             count, so an attempt is told apart by its `rendezvous` record's "t"
 
 and then the fields of its type. Seconds are floats, byte counts integers. Fields named in
 RECORD_TYPES are always present (null when unknown); a record may carry more.
@@ -57,7 +59,7 @@ RECORD_TYPES: dict[str, dict[str, str]] = {
         "step": "global step at which the phase began",
         "warmup_steps": "steps of this attempt judged warm-up (measuring phase only)",
     },
-    "checkpoint_save": {
+    "checkpoint_save": {  # rank 0's; every node's local rank 0 saves its copy at that step
         "step": "global step saved",
         "seconds": "wall time of the save (state to CPU, write, fsync, rename)",
         "bytes": "size of the checkpoint file",

@@ -225,51 +225,66 @@ class Trainer:
         dtype = {"amp": torch.float16, "bf16": torch.bfloat16}.get(c.precision)
         self.autocast = lambda: torch.autocast(self.device.type, dtype=dtype,
                                                enabled=dtype is not None)
-        self.marker = checkpoint.StepMarker(c.checkpoint_dir) if c.checkpoint_dir else None
+        # One checkpoint copy per node, so that a revoked node takes none of the others with it.
+        self.ckpt_dir = Path(c.checkpoint_dir) / f"node-{c.node}" if c.checkpoint_dir else None
+        self.marker = (checkpoint.StepMarker(self.ckpt_dir)
+                       if self.ckpt_dir and self.local_rank == 0 else None)
 
     def wrap(self) -> None:
-        """DDP, after the restore: its constructor copies rank 0's weights to every rank (so a
-        node that cannot see the checkpoint still starts right), and all take rank 0's step."""
-        torch = self.torch
         ddp_args = {"device_ids": [self.local_rank]} if self.cuda else {}
-        self.model = torch.nn.parallel.DistributedDataParallel(self.module, **ddp_args)
-        step = torch.tensor([self.step])
-        self.dist.broadcast(step, src=0, group=self.control)
-        self.step = int(step.item())
+        self.model = self.torch.nn.parallel.DistributedDataParallel(self.module, **ddp_args)
 
     def state(self) -> dict:
         return {"step": self.step, "model": self.module.state_dict(),
                 "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict()}
 
+    def _reduce(self, value: int, op: str) -> int:
+        tensor = self.torch.tensor([value])
+        self.dist.all_reduce(tensor, op=getattr(self.dist.ReduceOp, op), group=self.control)
+        return int(tensor.item())
+
     def restore(self) -> None:
-        if not self.config.checkpoint_dir:
+        """Every rank reads its node's copy; the newest copy in the job wins, sent from the
+        lowest rank holding it to the ranks whose node has none or an older one (a
+        replacement node). No single node's loss loses the checkpoint."""
+        if not self.ckpt_dir:
             return
-        last_step = self.marker.read() or 0
         started = time.perf_counter()
-        loaded = checkpoint.load(self.config.checkpoint_dir, self.device)
-        if loaded is None:
+        loaded = checkpoint.load(self.ckpt_dir, "cpu")
+        mine = int(loaded[0]["step"]) if loaded else -1
+        newest = self._reduce(mine, "MAX")
+        last_step = self._reduce((self.marker.read() or 0) if self.marker else 0, "MAX")
+        if newest < 0:
             if last_step and self.rank == 0:
                 self.emit("checkpoint_restore", step=0, steps_lost=last_step)
             return
+        if self._reduce(int(mine != newest), "MAX"):
+            holder = self._reduce(self.rank if mine == newest else self.world, "MIN")
+            sent = [loaded[0] if self.rank == holder else None]
+            self.dist.broadcast_object_list(sent, src=holder, group=self.control)
+            if mine != newest:
+                loaded = (sent[0], checkpoint.Timed(0.0, 0))
         state, timed = loaded
         self.module.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
-        self.step = int(state["step"])
+        self.step = newest
         self.restored = checkpoint.Timed(time.perf_counter() - started, timed.bytes)
         if self.rank == 0:
             self.emit("checkpoint_restore", step=self.step, seconds=self.restored.seconds,
-                      bytes=timed.bytes, steps_lost=max(last_step - self.step, 0))
+                      bytes=timed.bytes or None, steps_lost=max(last_step - self.step, 0))
 
     def save(self, reason: str) -> None:
-        if not self.config.checkpoint_dir:
+        """Each node's local rank 0 keeps a copy on its node; rank 0 records its save."""
+        if not self.ckpt_dir or self.local_rank != 0:
             return
-        timed = checkpoint.save(self.config.checkpoint_dir, self.state())
+        timed = checkpoint.save(self.ckpt_dir, self.state())
         self.saves.append(timed)
-        self.skip.add(self.step + 1)
-        self.last_save_t = time.perf_counter()
-        self.emit("checkpoint_save", step=self.step, seconds=timed.seconds, bytes=timed.bytes,
-                  reason=reason)
+        if self.rank == 0:
+            self.skip.add(self.step + 1)
+            self.last_save_t = time.perf_counter()
+            self.emit("checkpoint_save", step=self.step, seconds=timed.seconds,
+                      bytes=timed.bytes, reason=reason)
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -292,7 +307,7 @@ class Trainer:
         self.rule = StoppingRule(c.tolerance, c.min_warmup_steps, c.min_measure_steps)
         self.first_step = self.step + 1
         self.skip: set[int] = set()  # steps whose time includes a checkpoint save
-        self.save_requested = False
+        self.save_requested = self.save_due = False
         self.measuring = self.stop = False
         self.last_save_t = self.last_eval_t = time.perf_counter()
         self.progress = (time.perf_counter(), self.step)
@@ -307,13 +322,17 @@ class Trainer:
             self.timer.mark(self.step)
             if self.step == self.first_step:
                 self.on_first_step()
+            if self.marker:
+                self.marker.write(self.step)
+            if c.checkpoint_every_steps and self.step % c.checkpoint_every_steps == 0:
+                self.save("periodic")
             if self.rank == 0:
                 self.after_step()
             at_limit = bool(c.max_steps and self.step >= c.max_steps)
             if self.step % CHECK_EVERY == 0 or at_limit:
-                stop, save = self.agree()
-                if save and self.rank == 0:
-                    self.save("notice")
+                stop, notice, timed = self.agree()
+                if notice or timed:
+                    self.save("notice" if notice else "periodic")
                 if stop:
                     break
         if self.rank == 0:
@@ -339,16 +358,11 @@ class Trainer:
                 self.rule.add(seconds)
 
     def after_step(self) -> None:
-        """Rank 0's bookkeeping: step marker, timing, checkpoints, progress, stopping rule."""
+        """Rank 0's bookkeeping: timing, progress, stopping rule, when a timed save is due."""
         c, now = self.config, time.perf_counter()
-        if self.marker:
-            self.marker.write(self.step)
         self.add_times(self.timer.ready())
-        if c.checkpoint_dir and (
-            (c.checkpoint_every_steps and self.step % c.checkpoint_every_steps == 0)
-            or (c.checkpoint_every_s and now - self.last_save_t >= c.checkpoint_every_s)
-        ):
-            self.save("periodic")
+        every = c.checkpoint_every_s
+        self.save_due = bool(every and now - self.last_save_t >= every)
         if now - self.progress[0] >= c.progress_every_s:
             rate = (self.step - self.progress[1]) * self.samples_per_step / (now - self.progress[0])
             self.emit("progress", step=self.step, samples_per_s=rate,
@@ -364,23 +378,24 @@ class Trainer:
             self.stop = verdict.stable or now - self.measure_start >= c.max_seconds
         self.stop = self.stop or bool(c.max_steps and self.step >= c.max_steps)
 
-    def agree(self) -> tuple[bool, bool]:
-        """All ranks learn whether rank 0 stops and whether any rank was asked to save."""
-        flags = self.torch.tensor([int(self.stop), int(self.save_requested)])
+    def agree(self) -> tuple[bool, bool, bool]:
+        """All ranks learn whether rank 0 stops, whether any rank was warned of its node's
+        end (SIGUSR1), and whether rank 0 has a timed save due: the saves happen together."""
+        flags = self.torch.tensor([int(self.stop), int(self.save_requested), int(self.save_due)])
         self.dist.all_reduce(flags, op=self.dist.ReduceOp.MAX, group=self.control)
-        self.save_requested = False
-        return bool(flags[0]), bool(flags[1])
+        self.save_requested = self.save_due = False
+        return bool(flags[0]), bool(flags[1]), bool(flags[2])
 
     def finish(self, rule: StoppingRule, samples_per_step: int) -> None:
         """Rank 0: checkpoint figures if the run made none, then the result record."""
         import numpy as np
 
         c = self.config
-        if c.checkpoint_dir and not self.saves:
+        if self.ckpt_dir and not self.saves:
             self.save("final")
-        if c.checkpoint_dir and self.restored is None:
+        if self.ckpt_dir and self.restored is None:
             started = time.perf_counter()
-            state, timed = checkpoint.load(c.checkpoint_dir, self.device)
+            state, timed = checkpoint.load(self.ckpt_dir, self.device)
             self.module.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.restored = checkpoint.Timed(time.perf_counter() - started, timed.bytes)

@@ -68,7 +68,7 @@ def test_worker_killed_mid_run_resumes_from_its_checkpoint(tmp_path):
     sink = open_sink(f"file://{tmp_path}/sink", "resume")
     proc = start_agent(config, tmp_path)
     try:
-        marker = StepMarker(tmp_path / "ckpt")
+        marker = StepMarker(tmp_path / "ckpt" / "node-0")
         rendezvous = wait_for(lambda: of_type(sink.read_all(), "rendezvous"), 120, "rendezvous")
         wait_for(lambda: (marker.read() or 0) >= 6, 120, "step 6")
         os.kill(rendezvous[0]["pid"], signal.SIGKILL)
