@@ -19,7 +19,7 @@ from profiler import ingest
 from profiler.progress import SweepDisplay
 from profiler.revocation import Revoker
 from profiler.spec import SweepSpec, Trial
-from profiler.store import Store
+from profiler.store import Store, now_iso
 
 POLL_S = 0.5
 EXIT_GRACE_S = 10.0  # how long a finished or dying cluster gets to write its last records
@@ -293,9 +293,10 @@ class TrialRun:
         })
         revocations = [ingest.revocation_row(records, seen) for seen in self.revoker.seen]
         startups = [{**s, "provider": self.provider.name, "region": trial.region,
-                     "instance_type": trial.instance_type, "spot": trial.spot}
-                    for s in ingest.startup_rows(records)]
-        checkpoints = ingest.checkpoint_rows(records, trial.model, _params(trial.model))
+                     "instance_type": trial.instance_type, "spot": trial.spot,
+                     "recorded_at": now_iso()} for s in ingest.startup_rows(records)]
+        checkpoints = [{**c, "recorded_at": now_iso()} for c in
+                       ingest.checkpoint_rows(records, trial.model, _params(trial.model))]
         row["id"] = store.add_trial(row, revocations=revocations, startups=startups,
                                     checkpoints=checkpoints)
         return row

@@ -65,7 +65,7 @@ def test_sweep_measures_one_and_two_nodes(swept):
             startups = store.rows("startups", {"trial_id": trial["id"]})
             first_starts = [s for s in startups if not s["extra"]["replacement"]]
             assert sorted(s["node"] for s in first_starts) == list(range(trial["nodes"]))
-            assert all(s["booting_s"] > 0 and s["first_step_s"] > 0 for s in first_starts)
+            assert all(s["booting_s"] >= 0 and s["first_step_s"] > 0 for s in first_starts)
         assert store.rows("checkpoints", {"trial_id": trials[0]["id"]})
 
 
@@ -78,11 +78,12 @@ def test_revocation_is_measured_in_order(swept):
         assert store.rows("revocations", {"trial_id": one["id"]}) == []
         [rev] = store.rows("revocations", {"trial_id": two["id"]})
         startups = store.rows("startups", {"trial_id": two["id"]})
+    assert None not in rev.values(), rev
     assert rev["node"] == 1 and rev["cause"] == "sigkill" and rev["notice_s"] == 0
     assert rev["at_seconds"] >= 4
     for measure in ("detect_s", "rendezvous_s", "first_step_after_s", "replacement_ready_s"):
         assert rev[measure] is not None and rev[measure] >= 0, measure
-    assert rev["detect_s"] <= rev["rendezvous_s"] <= rev["first_step_after_s"]
+    assert rev["detect_s"] <= rev["rendezvous_s"] <= rev["first_step_after_s"], rev
     assert rev["first_step_after_s"] <= rev["replacement_ready_s"]
     assert rev["restore_s"] > 0 and rev["steps_lost"] >= 0
     assert [s["node"] for s in startups if s["extra"]["replacement"]] == [1]
