@@ -12,7 +12,7 @@ def test_shipped_smoke_spec_expands_to_two_trials():
     trials = spec.trials()
     assert [(t.model, t.nodes) for t in trials] == [("resnet18", 1), ("resnet18", 2)]
     # Node 1 exists only in the 2-node cluster, so only that trial is revoked.
-    assert [(t.revoke_node, t.revoke_at) for t in trials] == [(None, None), (1, 20.0)]
+    assert [(t.revoke_node, t.revoke_at) for t in trials] == [(None, None), (1, 5.0)]
 
 
 def test_grid_is_the_product_of_the_lists_with_stable_unique_keys():

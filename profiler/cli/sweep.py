@@ -21,7 +21,8 @@ def sweep(
     max_cost: float = typer.Option(None, "--max-cost", metavar="USD", min=0,
                                    help="stop before the estimated spend passes this"),
     results: str = typer.Option(None, "--results", metavar="URL", help="where nodes write "
-                                "their records: file://DIR, gs://BUCKET/PREFIX, s3://..."),
+                                "their records: file://DIR, gs://BUCKET/PREFIX, s3://... "
+                                "(default: runs/records beside the store)"),
     fmt: Format = typer.Option(Format.table, "--format", help="for --dry-run: table or json"),
 ) -> None:
     """Run a sweep: launch each trial's cluster, train, revoke if asked, store the figures.
@@ -47,7 +48,7 @@ def sweep(
                                      "max_cost": max_cost})
     except SpecError as exc:
         fail(str(exc).replace("\n", "; "))
-    results_url = spec.results or f"file://{store.resolve().parent / 'records'}"
+    results_url = spec.results or f"file://{store.resolve().parent / 'runs' / 'records'}"
     try:
         chosen = make_provider(spec.provider)
         if dry_run:
@@ -92,10 +93,13 @@ def _print_plan(spec, provider, results_url: str, fmt: Format) -> None:
                     estimated_cost(provider.name, trial),
                     "requests": [vars(r) for r in requests]} for trial, requests in planned])
         return
-    rows = [{**trial.as_dict(), "requests": len(requests),
-             "cost": estimated_cost(provider.name, trial)} for trial, requests in planned]
-    emit(rows, ["key", "model", "nodes", "instance_type", "batch_size", "precision",
-                "revoke_node", "revoke_at", "requests", "cost"], Format.table,
+    rows = [{**trial.as_dict(), "cost": estimated_cost(provider.name, trial),
+             "revoke": (f"node {trial.revoke_node} at {trial.revoke_at:.0f}s"
+                        if trial.revoke_node is not None else None)}
+            for trial, _ in planned]
+    emit(rows, ["key", "model", "nodes", "instance_type", "batch_size", "precision", "revoke",
+                "cost"], Format.table,
+         headers={"instance_type": "instance", "batch_size": "batch", "cost": "est. USD"},
          title=f"sweep {spec.name}: {len(rows)} trials on {provider.name} (dry run)")
     for trial, requests in planned:
         for request in requests:
