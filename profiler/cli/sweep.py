@@ -27,16 +27,19 @@ def sweep(
 ) -> None:
     """Run a sweep: launch each trial's cluster, train, revoke if asked, store the figures.
 
-    Trials already finished in the store are skipped, so re-running a spec resumes it.
-    Ctrl-C terminates every node and keeps what finished.
+    The spec's lists (models, nodes, instance_types, batch_size, precision) expand into a
+    grid of trials; `revocation: {node: 1, at_seconds: 20}` kills node 1 that long after
+    training starts and launches a replacement (see specs/smoke.yaml). Trials already
+    finished in the store are skipped, so re-running a spec resumes it. Ctrl-C terminates
+    every node and keeps what finished.
 
     Examples:
 
         profiler sweep specs/smoke.yaml --store runs.db
 
-        profiler sweep specs/smoke.yaml --dry-run
+        profiler sweep specs/smoke.yaml --dry-run --format json
 
-        profiler sweep specs/gcp-v100.yaml --provider gcp --max-cost 20 --results gs://b/runs
+        profiler sweep my-v100.yaml --provider gcp --max-cost 20 --results gs://bucket/runs
     """
     from cloud.provider import ProviderError
     from cloud.registry import make_provider
