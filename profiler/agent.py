@@ -59,6 +59,8 @@ TORCHRUN_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 # keep_alive_interval seconds; torch's 5 s x 3 would add up to 15 s to every recovery.
 RDZV_CONF = "last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=3"
 DEFAULT_RDZV_PORT = 29400
+# A process start time read from /proc is good to two 10 ms clock ticks.
+PROC_CLOCK_ERROR_S = 0.03
 
 
 class AgentConfig(BaseModel):
@@ -171,6 +173,8 @@ def _start_watcher(config: AgentConfig, recorder: Recorder, torchrun_pid: int) -
 
 
 def run(config: AgentConfig, started_at: float) -> int:
+    if config.launched_at and 0 < config.launched_at - started_at < PROC_CLOCK_ERROR_S:
+        started_at = config.launched_at  # rounding put the start before the launch it followed
     sink = open_sink(config.sink, config.cluster)
     recorder = Recorder(sink, node=config.node, rank=None)
     recorder.emit("agent_start", pid=os.getpid(), host=socket.gethostname(),
