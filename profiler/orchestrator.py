@@ -175,7 +175,8 @@ class TrialRun:
         self.spec, self.trial, self.provider, self.display = spec, trial, provider, display
         self.cluster = cluster_spec(spec, trial, provider.name, results)
         self.sink = open_sink(results, self.cluster.cluster)
-        self.revoker = Revoker(provider, self.cluster, trial.revoke_node, trial.revoke_at)
+        self.revoker = Revoker(provider, self.cluster, trial.revoke_node, trial.revoke_at,
+                               on_lost=self._wipe_local_disk)
         self.launched: dict[str, Node] = {}  # every node of the trial, replacements included
         self.records: list[dict] = []
 
@@ -202,6 +203,13 @@ class TrialRun:
         ckpt = self.cluster.agent_config["checkpoint_dir"]
         if ckpt and self.provider.name == "local":
             shutil.rmtree(ckpt, ignore_errors=True)
+
+    def _wipe_local_disk(self, index: int) -> None:
+        """A revoked VM takes its disk with it; a local node's disk is its checkpoint copy
+        (profiler/agent.py keeps it in DIR/node-<i>), so the replacement starts without it."""
+        ckpt = self.cluster.agent_config["checkpoint_dir"]
+        if ckpt and self.provider.name == "local":
+            shutil.rmtree(Path(ckpt) / f"node-{index}", ignore_errors=True)
 
     def _follow(self) -> str | None:
         """Launch and watch until the result; returns an error message, or None on success."""

@@ -9,6 +9,7 @@ replacement is launched, and the moment is kept for profiler/ingest.py to measur
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from cloud.provider import ClusterSpec, Node, Provider, ProviderEvent
 from profiler.ingest import RevocationSeen
@@ -21,8 +22,9 @@ class Revoker:
     """Tracks a trial's revocations: the planned one and any the provider reports."""
 
     def __init__(self, provider: Provider, spec: ClusterSpec, node: int | None,
-                 after_first_step_s: float | None):
-        self.provider, self.spec = provider, spec
+                 after_first_step_s: float | None,
+                 on_lost: Callable[[int], None] = lambda index: None):
+        self.provider, self.spec, self.on_lost = provider, spec, on_lost
         self.planned_node, self.planned_after = node, after_first_step_s
         self.seen: list[RevocationSeen] = []
         self._replaced: dict[str, RevocationSeen] = {}  # node id -> its revocation
@@ -66,6 +68,7 @@ class Revoker:
     def _replace(self, node: Node, seen: RevocationSeen) -> list[Node]:
         self._replaced[node.id] = seen
         self.provider.terminate([node])
+        self.on_lost(node.index)
         seen.replacement_launched_at = time.time()
         nodes = self.provider.launch(self.spec)
         self.seen.append(seen)
