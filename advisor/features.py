@@ -17,6 +17,10 @@ STRING_KEYS = ("model", "gpu", "sync", "precision", "provider")
 NUMBER_KEYS = ("params", "flops_per_sample", "gradient_bytes", "activation_bytes",
                "gpu_fp32_tflops", "gpu_tensor_tflops", "gpu_mem_bw_gbps", "gpu_memory_gb",
                "nodes", "gpus_per_node", "network_gbps", "ps_count", "batch_per_gpu")
+# Optional: NaN (or absent) where unknown, and the physics term that uses it then adds nothing.
+# `tensors` = the model's parameter tensors with their optimizer slots (a checkpoint's tensor
+# count), which sets the per-layer work of a step whatever the layers' sizes.
+OPTIONAL_KEYS = ("tensors",)
 FEATURE_KEYS = STRING_KEYS + NUMBER_KEYS + ("spot",)
 MODEL_KEYS = ("params", "flops_per_sample", "gradient_bytes", "activation_bytes")
 
@@ -53,7 +57,9 @@ def model_features(store_models: Iterable[Mapping[str, Any]] = ()) -> dict[str, 
     for row in store_models:  # later rows win: the store is append-only
         if row["model"] in cards:
             continue
+        extra = row.get("extra") if isinstance(row.get("extra"), dict) else {}
         out[row["model"]] = {key: _num(row.get(key)) for key in MODEL_KEYS}
+        out[row["model"]]["tensors"] = _num(extra.get("tensors"))
     return out
 
 
@@ -91,6 +97,8 @@ def to_arrays(rows: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
         out[key] = np.array([str(r[key]) for r in rows], dtype=str)
     for key in NUMBER_KEYS:
         out[key] = np.array([r[key] for r in rows], dtype=float)
+    for key in OPTIONAL_KEYS:
+        out[key] = np.array([_num(r.get(key)) or np.nan for r in rows], dtype=float)
     out["spot"] = np.array([bool(r["spot"]) for r in rows], dtype=bool)
     return out
 
@@ -112,6 +120,7 @@ def _trial_row(trial: Mapping[str, Any], models: Mapping[str, Mapping[str, float
         raise FeatureError(f"unknown GPU {trial['gpu_type']!r}") from None
     scale = _input_scale(trial, card)
     row = {key: card.get(key) or 0.0 for key in MODEL_KEYS}
+    row["tensors"] = card.get("tensors")
     row["flops_per_sample"] *= scale
     row["activation_bytes"] *= scale
     extra = trial.get("extra") if isinstance(trial.get("extra"), dict) else {}

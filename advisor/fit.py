@@ -23,8 +23,12 @@ from advisor import physics
 from advisor.artifact import SCHEMA_VERSION, Artifact, config_keys
 from advisor.features import model_features, take, trial_features
 
-PRIOR_STRENGTH = 1.0  # weight of each prior row against the data's log-error rows
-RIDGE_ALPHA = 100.0  # strong: held-out models showed corrections overfit (see evaluate)
+# Fixed a priori, never tuned on evaluation folds: a prior row weighs as much as one
+# measured configuration.
+PRIOR_STRENGTH = 1.0
+# The correction's ridge penalty is chosen inside each fit by leave-one-model-out on that
+# fit's own training data (nested in any evaluation), from this grid; few models: the largest.
+RIDGE_ALPHAS = (0.1, 1.0, 10.0, 100.0, 1000.0)
 CORRECTION_INPUTS = ("log_flops", "log_batch", "log_peak", "log_workers", "log_intensity")
 MISCOVERAGE = 0.1  # 90% intervals
 SEED = 0
@@ -107,10 +111,30 @@ def fit_correction(features: dict, residual: np.ndarray) -> dict:
                 "intercept": float(np.mean(residual)) if len(residual) else 0.0}
     z = np.column_stack([inputs[n] for n in names])
     mean, scale = z.mean(axis=0), z.std(axis=0)
-    model = Ridge(alpha=RIDGE_ALPHA).fit((z - mean) / scale, residual)
+    z_scaled = (z - mean) / scale
+    model = Ridge(alpha=ridge_alpha(z_scaled, residual, features["model"])).fit(z_scaled, residual)
     return {"inputs": names, "mean": mean.tolist(), "scale": scale.tolist(),
             "low": z.min(axis=0).tolist(), "high": z.max(axis=0).tolist(),
             "coef": model.coef_.tolist(), "intercept": float(model.intercept_)}
+
+
+def ridge_alpha(z: np.ndarray, residual: np.ndarray, models) -> float:
+    """The penalty with the least leave-one-model-out absolute log error on this data
+    (closed-form ridge with an unpenalised intercept, as sklearn's Ridge)."""
+    models = np.asarray(models)
+    groups = np.unique(models)
+    if len(groups) < 3:
+        return RIDGE_ALPHAS[-1]
+    errors = np.zeros(len(RIDGE_ALPHAS))
+    for group in groups:
+        train, test = models != group, models == group
+        z_mean, r_mean = z[train].mean(axis=0), residual[train].mean()
+        zc, rc = z[train] - z_mean, residual[train] - r_mean
+        gram, target = zc.T @ zc, zc.T @ rc
+        for i, alpha in enumerate(RIDGE_ALPHAS):
+            coef = np.linalg.solve(gram + alpha * np.eye(len(gram)), target)
+            errors[i] += np.abs((z[test] - z_mean) @ coef + r_mean - residual[test]).sum()
+    return float(RIDGE_ALPHAS[int(np.argmin(errors))])
 
 
 def fit_throughput(features: dict, throughput: np.ndarray, measured: dict) -> dict:

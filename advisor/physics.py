@@ -4,7 +4,8 @@ A training step of one worker costs
 
     t = a_fp32 * F*b / P_fp32 + a_tensor * F*b / P_tensor      (compute at a fraction of peak)
       + a_mem * A*b / BW_mem                                    (memory traffic of activations)
-      + a_fixed                                                  (launches, framework, input)
+      + a_fixed                                                  (framework, input)
+      + a_launch * T + a_layer * T*b / BW_mem                    (per-layer launches, traffic)
       + a_inter * 2(N-1)/N * G / BW_net                          (ring all-reduce between nodes)
       + a_intra * 2(g-1)/g * G / BW_intra                        (all-reduce inside a node)
       + a_ps_link * 2G / BW_net                                  (own push + pull to the PS)
@@ -14,7 +15,9 @@ and, with parameter servers, no step is faster than the servers can serve all W 
     t_server = a_ps_server * 2G * W / (ps * BW_net),   step = (t^P + t_server^P)^(1/P)
 
 (a smooth maximum: throughput grows with workers until the servers' links saturate), with F FLOPs per sample (forward + backward), b the per-GPU batch, A activation bytes per
-sample, G gradient bytes, N nodes, g GPUs per node, W workers. Each coefficient `a` is the
+sample, G gradient bytes, T the model's tensors (a checkpoint's count: two models of equal
+FLOPs run at different speeds when one has four times the layers), N nodes, g GPUs per node,
+W workers. Each coefficient `a` is the
 inverse of an achieved efficiency (or, for communication, the exposed fraction after overlap
 over the achieved share of bandwidth), so the model has few physical parameters and
 extrapolates to GPUs and cluster sizes it never saw. numpy only: it is on the recommend path.
@@ -25,20 +28,23 @@ from __future__ import annotations
 import numpy as np
 
 # Order of the design-matrix columns; the artifact stores coefficients in this order.
-TERMS = ("compute_fp32", "compute_tensor", "memory", "fixed", "allreduce_inter",
-         "allreduce_intra", "ps_link", "ps_server")
+TERMS = ("compute_fp32", "compute_tensor", "memory", "fixed", "tensor_launch",
+         "tensor_memory", "allreduce_inter", "allreduce_intra", "ps_link", "ps_server")
 WORKER_TERMS = len(TERMS) - 1  # every term but the last adds to a worker's step
 SMOOTH_MAX_POWER = 4.0
 
 # Prior coefficients: what the fit is pulled towards, and what a term keeps when the training
 # data does not exercise it. Achieved fractions from published ResNet-50 runs (~30% of FP32
 # peak, ~15% of tensor peak), activations read and written ~3 times, 5 ms fixed cost, half of
-# the communication hidden behind backward.
+# the communication hidden behind backward; per tensor and step ~10 kernels of ~10 us, and
+# ~1 MB per sample of activations read and written (a CIFAR-sized layer, three passes).
 PRIOR = {
     "compute_fp32": 1 / 0.35,
     "compute_tensor": 1 / 0.15,
     "memory": 3.0,
     "fixed": 0.005,
+    "tensor_launch": 1e-4,
+    "tensor_memory": 1e6,
     "allreduce_inter": 0.5,
     "allreduce_intra": 0.5,
     "ps_link": 0.5,
@@ -96,9 +102,11 @@ def design_matrix(features: dict) -> np.ndarray:
     ps_link = np.where(ps_sync, 2 * grad / net, 0.0)
     ps_server = np.where(ps_sync, 2 * grad * workers / (ps_count * net), 0.0)
     fixed = np.ones_like(flops)
-    return np.column_stack(
-        [compute_fp32, compute_tensor, memory, fixed, inter, intra, ps_link, ps_server]
-    ).astype(float)
+    tensors = np.nan_to_num(np.asarray(features.get("tensors", np.zeros(len(flops))), float))
+    tensor_memory = tensors * _arr(features, "batch_per_gpu") / (
+        _arr(features, "gpu_mem_bw_gbps") * 1e9)
+    return np.column_stack([compute_fp32, compute_tensor, memory, fixed, tensors,
+                            tensor_memory, inter, intra, ps_link, ps_server]).astype(float)
 
 
 def combine(design: np.ndarray, theta: np.ndarray) -> np.ndarray:

@@ -81,6 +81,7 @@ def import_cmdare(path: Path, store: Store,
         "trials": [], "models": [], "checkpoints": [], "startups": [], "accuracy_curves": []}
     features: dict[str, dict[str, Any]] = {}
     params = overheads.checkpoint_params(root / "checkpoint")
+    tensors = overheads.checkpoint_tensors(root / "checkpoint")
     for kind, file in files:
         try:
             if kind == "latency":
@@ -101,6 +102,9 @@ def import_cmdare(path: Path, store: Store,
             progress(file)
 
     tables["models"] = _model_rows(features, params, tables)
+    for row in tables["models"]:
+        if row["model"] in tensors:
+            row["extra"] = {**row["extra"], "tensors": tensors[row["model"]]}
     if not any(tables.values()):
         raise ImportDataError(f"nothing importable under {root}: " + "; ".join(result.skipped[:3]))
     for rows in tables.values():

@@ -46,6 +46,21 @@ def checkpoint_params(folder: Path) -> dict[str, int]:
     return params
 
 
+def checkpoint_tensors(folder: Path) -> dict[str, int]:
+    """Canonical model -> number of tensors in its checkpoint (variables plus optimizer
+    slots): the per-layer work a step does, whatever the layers' sizes."""
+    import pandas as pd
+
+    tensors = {}
+    for path in sorted(folder.glob("*.csv")):
+        frame = pd.read_csv(path)
+        if {"Model", "Number of Tensors"} <= set(frame.columns):
+            for model, count in zip(frame["Model"], frame["Number of Tensors"]):
+                if pd.notna(count):
+                    tensors.setdefault(canonical_model(str(model)), int(count))
+    return tensors
+
+
 def checkpoint_rows(path: Path, params: dict[str, int]) -> list[dict[str, Any]]:
     import pandas as pd
 

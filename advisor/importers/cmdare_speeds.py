@@ -27,7 +27,8 @@ runs, kept as separate trials; `extra.dataset` tells them apart.
 matches forward + backward FLOPs per sample: ResNet-15's ~0.1 GMAC x 2 x 3 = 0.63 GFLOPs,
 Shake-Shake 26 2x96d's 3.8 GMAC x 2 x 3 = 22.9 GFLOPs), params alone from the checkpoint
 tables for models without speed data; gradient_bytes = 4 x params (fp32); activation_bytes
-unknown (None); tensor sizes in `extra`.
+unknown (None); tensor sizes in `extra`, and `extra.tensors` = the checkpoint tables'
+`Number of Tensors` (cmdare_overheads.checkpoint_tensors).
 """
 
 from __future__ import annotations
