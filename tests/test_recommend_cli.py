@@ -31,28 +31,29 @@ def as_json(*args: str) -> dict:
 
 
 def test_deadline_mode_picks_the_cheapest_plan_meeting_the_deadline():
-    out = as_json("resnet50", "--deadline", "2d", "--top", "100000")
+    out = as_json("--model", "resnet50", "--deadline", "2d", "--top", "100000")
     plans = out["plans"]
     assert out["pick"] == plans[0] and out["pick"]["rank"] == 1
     assert all(p["time_at_confidence_s"] <= 2 * 86400 for p in plans)
     costs = [p["cost_at_confidence"] for p in plans]
     assert costs == sorted(costs)
     # Every candidate is either among the plans or counted as missing the deadline.
-    explained = as_json("resnet50", "--deadline", "2d", "--explain")["explain"]
+    explained = as_json("--model", "resnet50", "--deadline", "2d", "--explain")["explain"]
     assert len(plans) + explained["filtered"].get("misses the deadline at 90% confidence", 0) \
         + explained["filtered"].get("never finishes (revocations outpace progress)", 0) \
         == out["catalog"]["candidates"]
 
 
 def test_budget_mode_picks_the_fastest_plan_within_budget():
-    plans = as_json("resnet50", "--budget", "200", "--top", "100000")["plans"]
+    plans = as_json("--model", "resnet50", "--budget", "200", "--top", "100000")["plans"]
     assert all(p["cost_at_confidence"] <= 200 for p in plans)
     times = [p["time_at_confidence_s"] for p in plans]
     assert times == sorted(times)
 
 
 def test_both_constraints_and_filters():
-    out = as_json("bert-base", "--deadline", "10d", "--budget", "5000", "--provider", "aws",
+    out = as_json("--model", "bert-base", "--deadline", "10d", "--budget", "5000",
+                  "--provider", "aws",
                   "--gpu", "a100,v100", "--confidence", "0.8", "--top", "100000")
     assert {p["provider"] for p in out["plans"]} == {"aws"}
     assert {p["gpu"].split("-")[0] for p in out["plans"]} <= {"A100", "V100"}
@@ -64,8 +65,13 @@ def test_both_constraints_and_filters():
                                   "confidence": 0.8}
 
 
+def test_the_model_may_also_be_named_without_model():
+    assert as_json("resnet18", "--deadline", "24h") == as_json("--model", "resnet18",
+                                                               "--deadline", "24h")
+
+
 def test_json_schema():
-    out = as_json("resnet18", "--deadline", "24h", "--top", "3")
+    out = as_json("--model", "resnet18", "--deadline", "24h", "--top", "3")
     assert set(out) == {"pick", "plans", "workload", "constraints", "assumptions", "catalog",
                         "artifact"}
     assert out["artifact"]["schema_version"] == 1
@@ -84,29 +90,31 @@ def test_json_schema():
 
 
 def test_table_and_csv():
-    table = recommend("resnet18", "--deadline", "24h", "--top", "4")
+    table = recommend("--model", "resnet18", "--deadline", "24h", "--top", "4")
     assert table.exit_code == 0 and "P(dl)" in table.stdout and "*1" in table.stdout
     rows = list(csv.DictReader(io.StringIO(
-        recommend("resnet18", "--deadline", "24h", "--top", "4", "--format", "csv").stdout)))
+        recommend("--model", "resnet18", "--deadline", "24h", "--top", "4",
+                  "--format", "csv").stdout)))
     assert len(rows) == 4 and rows[0]["rank"] == "1" and float(rows[0]["cost_p50"]) > 0
-    header = recommend("resnet18", "--deadline", "24h", "--format", "csv").stdout.splitlines()[0]
+    header = recommend("--model", "resnet18", "--deadline", "24h",
+                       "--format", "csv").stdout.splitlines()[0]
     assert header.split(",").count("rank") == 1
 
 
 def test_explain_reports_scaling_risk_and_filters():
-    out = as_json("resnet50", "--deadline", "12h", "--gpu", "T4,A100", "--explain")
+    out = as_json("--model", "resnet50", "--deadline", "12h", "--gpu", "T4,A100", "--explain")
     explained = out["explain"]
     assert [s["nodes"] for s in explained["scaling"]] == list(range(1, 9))
     assert explained["scaling"][0]["marginal_efficiency"] is None
     assert explained["filtered"]["GPU filter"] > 0
     assert explained["revocation_risk"]["market"] == out["pick"]["market"]
-    text = recommend("resnet50", "--deadline", "12h", "--explain").stdout
+    text = recommend("--model", "resnet50", "--deadline", "12h", "--explain").stdout
     assert "Scaling of the pick" in text and "Filtered out" in text
 
 
 def test_memory_filter_drops_small_gpus():
     # gpt2_medium at its card's batch of 8 needs ~35 GiB per GPU in fp32.
-    out = as_json("gpt2_medium", "--deadline", "60d", "--explain", "--top", "100000")
+    out = as_json("--model", "gpt2_medium", "--deadline", "60d", "--explain", "--top", "100000")
     memory = {k: v for k, v in out["explain"]["filtered"].items() if k.startswith("memory")}
     assert any("T4 has 16 GB" in reason for reason in memory), memory
     assert {p["gpu"] for p in out["plans"]} <= {"A100-40GB", "A100-80GB", "H100-80GB"}
@@ -114,13 +122,13 @@ def test_memory_filter_drops_small_gpus():
 
 
 def test_a_batch_no_gpu_holds_exits_1_naming_the_need():
-    result = recommend("gpt2_medium", "--batch-size", "64", "--deadline", "60d")
+    result = recommend("--model", "gpt2_medium", "--batch-size", "64", "--deadline", "60d")
     assert result.exit_code == 1
     assert "needs 232.5 GiB per GPU" in result.stderr and "largest GPU has 80 GB" in result.stderr
 
 
 def test_nothing_meets_the_deadline_exits_1_with_one_sentence():
-    result = recommend("gpt2_medium", "--deadline", "10m")
+    result = recommend("--model", "gpt2_medium", "--deadline", "10m")
     assert result.exit_code == 1
     message = result.stderr.strip().splitlines()[-1]
     assert "no plan meets the 10m deadline" in message
@@ -130,26 +138,32 @@ def test_nothing_meets_the_deadline_exits_1_with_one_sentence():
 
 def test_plot_writes_a_png(tmp_path):
     path = tmp_path / "frontier.png"
-    assert recommend("resnet18", "--deadline", "24h", "--plot", str(path)).exit_code == 0
+    assert recommend("--model", "resnet18", "--deadline", "24h", "--plot", str(path)).exit_code == 0
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize("args, message", [
     (["resnt50", "--deadline", "24h"], "unknown model 'resnt50'; closest: resnet50"),
-    (["resnet50", "--deadline", "24x"], "deadline '24x' is not understood"),
-    (["resnet50", "--deadline", "-3h"], "90m, 24h, 2d, 1d12h"),
-    (["resnet50", "--budget", "0"], "positive amount of US dollars"),
-    (["resnet50", "--budget", "-20"], "positive amount of US dollars"),
-    (["resnet50"], "give --deadline"),
-    (["resnet50", "--deadline", "1d", "--provider", "azure"], "unknown provider azure"),
-    (["resnet50", "--deadline", "1d", "--region", "mars-1"], "unknown region mars-1"),
-    (["resnet50", "--deadline", "1d", "--gpu", "B200"], "unknown GPU B200; the catalog has"),
-    (["resnet50", "--deadline", "1d", "--precision", "fp8"], "fp32, amp, bf16"),
-    (["resnet50", "--deadline", "1d", "--epochs", "0"], "--epochs must be positive"),
-    (["resnet50", "--deadline", "1d", "--steps", "100", "--epochs", "3"], "either --steps"),
-    (["resnet50", "--deadline", "1d", "--confidence", "1.5"], "--confidence must lie between"),
-    (["resnet50", "--deadline", "1d", "--max-nodes", "0"], "--max-nodes must be at least 1"),
-    (["resnet50", "--deadline", "1d", "--artifact", "/nonexistent.json"], "advisor fit"),
+    (["--model", "resnet50", "--deadline", "24x"], "deadline '24x' is not understood"),
+    (["--model", "resnet50", "--deadline", "-3h"], "90m, 24h, 2d, 1d12h"),
+    (["--model", "resnet50", "--budget", "0"], "positive amount of US dollars"),
+    (["--model", "resnet50", "--budget", "-20"], "positive amount of US dollars"),
+    (["--model", "resnet50"], "give --deadline"),
+    (["--deadline", "1d"], "give the model to train with --model, one of: resnet18, "),
+    (["--model", "resnet50", "resnet18", "--deadline", "1d"], "two models given"),
+    (["--model", "resnet50", "--deadline", "1d", "--provider", "azure"], "unknown provider azure"),
+    (["--model", "resnet50", "--deadline", "1d", "--region", "mars-1"], "unknown region mars-1"),
+    (["--model", "resnet50", "--deadline", "1d", "--gpu", "B200"],
+     "unknown GPU B200; the catalog has"),
+    (["--model", "resnet50", "--deadline", "1d", "--precision", "fp8"], "fp32, amp, bf16"),
+    (["--model", "resnet50", "--deadline", "1d", "--epochs", "0"], "--epochs must be positive"),
+    (["--model", "resnet50", "--deadline", "1d", "--steps", "100", "--epochs", "3"],
+     "either --steps"),
+    (["--model", "resnet50", "--deadline", "1d", "--confidence", "1.5"],
+     "--confidence must lie between"),
+    (["--model", "resnet50", "--deadline", "1d", "--max-nodes", "0"],
+     "--max-nodes must be at least 1"),
+    (["--model", "resnet50", "--deadline", "1d", "--artifact", "/nonexistent.json"], "advisor fit"),
 ])
 def test_bad_input_exits_2_with_one_line(args, message):
     result = recommend(*args)
@@ -164,7 +178,8 @@ def test_a_catalog_file_of_ones_own_is_used(tmp_path):
     header, rows = shipped[0], [r for r in shipped[1:] if ",g5.xlarge," in r]
     path = tmp_path / "mine.csv"
     path.write_text("\n".join([header, *rows]) + "\n")
-    out = as_json("resnet18", "--deadline", "3d", "--catalog", str(path), "--top", "1000")
+    out = as_json("--model", "resnet18", "--deadline", "3d", "--catalog", str(path),
+                  "--top", "1000")
     assert {p["instance_type"] for p in out["plans"]} == {"g5.xlarge"}
 
 
@@ -175,14 +190,14 @@ def test_a_catalog_file_of_ones_own_is_used(tmp_path):
 def test_corrupt_input_files_exit_2_with_one_line(tmp_path, flag, content, message):
     path = tmp_path / "broken"
     path.write_text(content)
-    result = recommend("resnet18", "--deadline", "3d", flag, str(path))
+    result = recommend("--model", "resnet18", "--deadline", "3d", flag, str(path))
     assert result.exit_code == 2 and message in result.stderr
     assert "Traceback" not in result.output
 
 
 def test_steps_fix_the_samples_per_gpu_so_bigger_clusters_process_more():
-    out = as_json("resnet18", "--steps", "5000", "--batch-size", "64", "--budget", "1000",
-                  "--top", "100000")
+    out = as_json("--model", "resnet18", "--steps", "5000", "--batch-size", "64",
+                  "--budget", "1000", "--top", "100000")
     assert out["workload"]["steps"] == 5000 and "epochs" not in out["workload"]
     def time_on(nodes):
         return next(p["time_p50_s"] for p in out["plans"] if p["instance_type"] == "g5.xlarge"

@@ -38,7 +38,7 @@ def run(code: str) -> subprocess.CompletedProcess:
 
 
 def test_recommend_runs_without_heavy_imports():
-    argv = ["advisor", "recommend", "resnet50", "--deadline", "3d", "--format", "json"]
+    argv = ["advisor", "recommend", "--model", "resnet50", "--deadline", "3d", "--format", "json"]
     result = run(BLOCKER + f"sys.argv = {argv!r}\n" + MAIN)
     assert result.returncode == 0, result.stderr
     assert "LOADED []" in result.stderr

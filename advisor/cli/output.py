@@ -13,6 +13,11 @@ from typing import Any, NoReturn
 
 import typer
 
+try:  # typer >= 0.20 vendors click; older typers use click itself
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+except ImportError:
+    from click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+
 
 class Format(str, Enum):
     table = "table"
@@ -25,8 +30,38 @@ FORMAT_OPTION_HELP = "table for people; json or csv for scripts"
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a one-line error on stderr and exit with `code`."""
+    raise typer.Exit(_error(message, code))
+
+
+def run_app(app: typer.Typer, args: Sequence[str]) -> NoReturn:
+    """Run a CLI app and exit. Click's own usage errors (an unknown option, a value of the wrong
+    type, a missing argument) become one line naming the problem and where the help is, exit
+    2, instead of click's multi-line panel."""
+    try:
+        code = app(args=list(args), standalone_mode=False)
+    except NoArgsIsHelpError as error:
+        if error.format_message().strip():  # empty when rich has printed the help already
+            typer.echo(error.format_message())
+        code = 2
+    except UsageError as error:
+        command = error.ctx.command_path if error.ctx else app.info.name
+        code = _error(f"{_one_line(error.format_message())} (see `{command} --help`)", 2)
+    except ClickException as error:
+        code = _error(_one_line(error.format_message()), error.exit_code)
+    except typer.Abort:
+        code = _error("aborted", 1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _error(message: str, code: int) -> int:
     typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
+    return code
+
+
+def _one_line(message: str) -> str:
+    # typer words a rejected value as pydantic does ("Value error, ..."): keep only the reason
+    message = " ".join(message.split()).replace(": Value error, ", ": ").removesuffix(".")
+    return message[:1].lower() + message[1:]
 
 
 def warn(message: str) -> None:

@@ -25,7 +25,9 @@ def _split(values: list[str] | None) -> list[str]:
 
 @app.command("recommend")
 def recommend(
-    model: str = typer.Argument(..., help="zoo model, e.g. resnet50, bert-base"),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="zoo model: resnet50, bert_large, gpt2, vit_b16, ..."),
+    model_argument: str | None = typer.Argument(None, hidden=True, show_default=False),
     deadline: str | None = typer.Option(
         None, help="finish by: 90m, 24h, 2d, 1d12h, or plain hours"),
     budget: str | None = typer.Option(None, help="spend at most this many USD: 500, $1200"),
@@ -53,25 +55,27 @@ def recommend(
     catalog: list[Path] | None = typer.Option(
         None, help="catalog CSV to read instead of the shipped ones (repeatable)"),
 ) -> None:
-    """Recommend the cheapest GPU cluster that trains MODEL by the deadline, or the fastest
-    one within the budget (give either or both). Spot plans carry a Monte Carlo of
-    revocations; times and costs are quoted at --confidence.
+    """Recommend the cheapest cluster that meets --deadline, or the fastest within --budget.
+
+    Give --deadline, --budget or both: with a budget the fastest plan within it wins. Spot
+    plans carry a Monte Carlo of revocations; times and costs are quoted at --confidence.
 
     Examples:
 
-      advisor recommend resnet50 --deadline 24h
+      advisor recommend --model resnet50 --deadline 24h
 
-      advisor recommend bert-base --budget 300 --provider aws --precision amp
+      advisor recommend --model bert_large --budget 300 --provider aws --format json
 
-      advisor recommend resnet50 --deadline 2d --budget 400 --gpu V100,A100 --explain
+      advisor recommend --model resnet50 --deadline 2d --budget 400 --gpu V100,A100 --explain
 
-      advisor recommend resnet18 --deadline 6h --format json --plot frontier.png
+      advisor recommend --model resnet18 --deadline 6h --precision amp --plot frontier.png
     """
     from advisor.candidates import CandidateError, Filters, enumerate_candidates
     from advisor.durations import parse_budget, parse_deadline
     from advisor.optimizer import Constraints, rank_plans
     from advisor.workload import WorkloadError, build_workload
 
+    model = _model(model, model_argument)
     if deadline is None and budget is None:
         fail("give --deadline (e.g. 24h) or --budget (e.g. 500 USD), or both")
     if not 0 < confidence < 1:
@@ -109,6 +113,15 @@ def recommend(
             plot_frontier(plans, plot, f"{work.model}: time and cost of every plan")
         except (OSError, RuntimeError) as error:
             fail(f"cannot write the plot {plot}: {error}")
+
+
+def _model(option: str | None, argument: str | None) -> str:
+    """--model, or the model named without it (`advisor recommend resnet50 ...` also works)."""
+    if option and argument and option != argument:
+        fail(f"two models given, --model {option} and {argument}; give one")
+    if not (option or argument):
+        fail(f"give the model to train with --model, one of: {', '.join(_cards())}")
+    return option or argument
 
 
 def _nothing_fits(work, candidates) -> str:

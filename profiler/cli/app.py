@@ -8,3 +8,10 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def profiler() -> None:
+    # A group even when main() registers only the command being invoked: a Typer app with a
+    # single command and no callback would run that command without its name.
+    pass
