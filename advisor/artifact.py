@@ -86,6 +86,8 @@ class Artifact:
     def predict(self, target: str, features: dict) -> Prediction:
         if target not in TARGETS:
             raise ArtifactError(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")
+        if not isinstance(features, physics.Encoded):  # callers may share one across targets
+            features = physics.Encoded(features)
         return getattr(self, f"_predict_{target}")(features)
 
     # -- throughput ---------------------------------------------------------------------
@@ -100,10 +102,10 @@ class Artifact:
         spec = self.doc["throughput"]
         value = physics.cluster_throughput(features, self.step_time(features))
         measured = spec["seen"]["configs"]
-        keys, inverse = unique_keys(*(features[c] for c in CONFIG_COLUMNS))
+        keys, inverse = unique_keys(*(physics.codes(features, c) for c in CONFIG_COLUMNS))
         is_measured = np.array([k in measured for k in keys], dtype=bool)[inverse]
         workers = np.asarray(features["nodes"], float) * np.asarray(features["gpus_per_node"], float)
-        pairs = (features["model"], features["gpu"])
+        pairs = (physics.codes(features, "model"), physics.codes(features, "gpu"))
         lo_w = _lookup({k: v[0] for k, v in spec["seen"]["model_gpu"].items()}, pairs, np.inf)
         hi_w = _lookup({k: v[1] for k, v in spec["seen"]["model_gpu"].items()}, pairs, -np.inf)
         interpolated = (workers >= lo_w) & (workers <= hi_w) & ~is_measured
@@ -134,14 +136,14 @@ class Artifact:
         spec = self.doc["checkpoint_s"]
         n = len(features["model"])
         nbytes = np.asarray(features["params"], float) * spec["bytes_per_param"]
-        local = _lookup({"local": 1.0}, (features["provider"],), 0.0) == 1.0
+        local = physics.is_in(features, "provider", ["local"])
         value, provenance = np.empty(n), np.full(n, "extrapolated", dtype=object)
         for where, name in ((local, "local"), (~local, "bucket")):
             fit = spec["targets"][name]
             value[where] = fit["fixed_s"] + fit["s_per_byte"] * nbytes[where]
             low, high = fit["bytes_range"]
             provenance[where & (nbytes >= low) & (nbytes <= high)] = "interpolated"
-            seen = np.isin(np.asarray(features["model"], str), fit["models"])
+            seen = physics.is_in(features, "model", [m.lower() for m in fit["models"]])
             provenance[where & seen] = "measured"
         provenance = provenance.astype(str)
         lo, hi = _interval(spec["calibration"], value, provenance)
@@ -188,21 +190,14 @@ def config_keys(features: dict) -> np.ndarray:
 
 def unique_keys(*columns) -> tuple[list[str], np.ndarray]:
     """Distinct rows of the columns as 'a|b|c' strings (lower case, numbers as integers) and
-    each row's index into them. String work happens once per distinct value: fast at 100k."""
-    inverse = np.zeros(len(np.asarray(columns[0])), dtype=np.int64)
+    each row's index into them. A column is an array or its `physics.factorize` pair."""
+    first = columns[0]
+    inverse = np.zeros(len(first[1] if isinstance(first, tuple) else first), dtype=np.int64)
     keys = [""]
     for column in columns:
-        column = np.asarray(column)
-        if column.dtype.kind in "fiub":
-            values, codes = np.unique(np.nan_to_num(column.astype(float)).astype(np.int64),
-                                      return_inverse=True)
-            names = [str(v) for v in values.tolist()]
-        else:  # hash-based factorising: sorting 100k strings is far slower
-            items = column.tolist()
-            index = {v: i for i, v in enumerate(dict.fromkeys(items))}
-            codes = np.array(list(map(index.__getitem__, items)), dtype=np.int64)
-            names = [str(v).lower() for v in index]
-        combos, inverse = np.unique(inverse * len(names) + codes.reshape(-1), return_inverse=True)
+        names, codes = column if isinstance(column, tuple) else physics.factorize(column)
+        names = names.tolist()
+        combos, inverse = physics.dense_codes(inverse * len(names) + codes)
         keys = [keys[c // len(names)] + "|" + names[c % len(names)] for c in combos.tolist()]
     return [k[1:] for k in keys], inverse.reshape(-1)
 
@@ -243,26 +238,26 @@ def _rank(provenance: np.ndarray) -> np.ndarray:
 def _grouped(spec: dict, features: dict) -> Prediction:
     """Median of the most specific group seen: (provider, gpu, spot), (provider, spot),
     provider, all; a stated prior when nothing was measured."""
-    provider, gpu = features["provider"], features["gpu"]
-    spot = np.asarray(features["spot"], bool).astype(int)
-    n = len(spot)
+    provider, gpu = physics.codes(features, "provider"), physics.codes(features, "gpu")
+    spot = physics.factorize(np.asarray(features["spot"], bool).astype(int))
+    n = len(spot[1])
     value = np.full(n, np.nan)
-    provenance = np.full(n, "extrapolated", dtype=object)
-    levels = (((provider, gpu, spot), "measured"), ((provider, spot), "interpolated"),
-              ((provider,), "interpolated"), ((np.full(n, "*"),), "extrapolated"))
-    for columns, label in levels:
-        todo = np.isnan(value)
-        if not todo.any():
+    rank = np.full(n, 2)
+    everyone = (np.array(["*"]), np.zeros(n, dtype=np.int64))
+    levels = (((provider, gpu, spot), 0), ((provider, spot), 1), ((provider,), 1),
+              ((everyone,), 2))
+    for columns, level in levels:
+        todo = np.flatnonzero(np.isnan(value))
+        if not todo.size:
             break
-        found = _lookup(spec["groups"], [np.asarray(c)[todo] for c in columns])
-        hit = np.flatnonzero(todo)[~np.isnan(found)]
-        value[hit] = found[~np.isnan(found)]
-        provenance[hit] = label
+        found = _lookup(spec["groups"], [(names, codes[todo]) for names, codes in columns])
+        hit = ~np.isnan(found)
+        value[todo[hit]], rank[todo[hit]] = found[hit], level
     missing = np.isnan(value)
     if missing.any():
-        local = _lookup({"local": 1.0}, (np.asarray(provider)[missing],), 0.0) == 1.0
+        local = physics.is_in(features, "provider", ["local"])[missing]
         value[missing] = np.where(local, spec["prior"]["local"], spec["prior"]["*"])
-    provenance = provenance.astype(str)
+    provenance = np.array(PROVENANCE)[rank]
     lo, hi = _interval(spec["calibration"], value, provenance)
     return Prediction(value, lo, hi, provenance)
 

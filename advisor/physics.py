@@ -62,30 +62,91 @@ def _arr(features: dict, key: str, dtype=float) -> np.ndarray:
     return np.asarray(features[key], dtype=dtype)
 
 
+def factorize(column) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values, each row's index into them) of a column; strings lower-cased,
+    numbers as integers, both as str. String work happens once per distinct value."""
+    column = np.asarray(column)
+    if column.dtype.kind in "fiub":
+        values, codes = dense_codes(np.nan_to_num(column.astype(float)).astype(np.int64))
+        return values.astype(str), codes
+    column = column.astype(str).reshape(-1)
+    if column.size and column[0] == column[-1] and (column == column[0]).all():
+        return np.char.lower(column[:1]), np.zeros(len(column), dtype=np.int64)
+    if column.size == 0:
+        return np.array([], dtype=str), np.zeros(0, dtype=np.int64)
+    # Hash each fixed-width string's code points to one integer: sorting 100k integers is
+    # several times faster than sorting or dict-hashing 100k Python strings.
+    width = column.dtype.itemsize // 4
+    points = column.view(np.uint32).reshape(len(column), width).astype(np.uint64)
+    hashes = points @ (np.arange(1, width + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+    _, first, codes = np.unique(hashes, return_index=True, return_inverse=True)
+    distinct = column[first]
+    if not np.array_equal(distinct[codes], column):  # a hash collision: exact, slower path
+        distinct, codes = np.unique(column, return_inverse=True)
+    return np.char.lower(distinct), codes.reshape(-1)
+
+
+def dense_codes(ints: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(ints, return_inverse=True) without the sort when the range is small (cluster
+    sizes, batches, combined group codes): a presence table and its running count."""
+    ints = ints.reshape(-1)
+    if ints.size == 0:
+        return ints, np.zeros(0, dtype=np.int64)
+    low, high = int(ints.min()), int(ints.max())
+    if high - low > 4 * ints.size + 1024:
+        values, codes = np.unique(ints, return_inverse=True)
+        return values, codes.reshape(-1)
+    present = np.zeros(high - low + 1, dtype=bool)
+    present[ints - low] = True
+    rank = np.cumsum(present) - 1
+    return np.flatnonzero(present) + low, rank[ints - low]
+
+
+class Encoded(dict):
+    """A feature dict that factorizes each column at most once (predict asks several times)."""
+
+    def __init__(self, features: dict):
+        super().__init__(features)
+        self._codes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def codes(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        if key not in self._codes:
+            self._codes[key] = factorize(self[key])
+        return self._codes[key]
+
+
+def codes(features: dict, key: str) -> tuple[np.ndarray, np.ndarray]:
+    return features.codes(key) if isinstance(features, Encoded) else factorize(features[key])
+
+
+def is_in(features: dict, key: str, values) -> np.ndarray:
+    """Rows whose (lower-cased) `key` is one of `values`."""
+    names, inverse = codes(features, key)
+    return np.isin(names, values)[inverse]
+
+
 def uses_tensor_cores(features: dict) -> np.ndarray:
     """True where the arithmetic runs on tensor cores (16-bit, or TF32 on Ampere and later)."""
-    precision = np.char.lower(np.asarray(features["precision"], dtype=str))
-    names, inverse = np.unique(np.asarray(features["gpu"], dtype=str), return_inverse=True)
+    names, inverse = codes(features, "gpu")
     no_tf32 = np.array([n.split("-")[0].upper() in NO_TF32 for n in names], dtype=bool)
     has_tensor = _arr(features, "gpu_tensor_tflops") > 0
-    half = np.isin(precision, HALF_PRECISION)
-    tf32 = (precision == "tf32") & ~no_tf32[inverse].reshape(precision.shape)
+    half = is_in(features, "precision", HALF_PRECISION)
+    tf32 = is_in(features, "precision", ["tf32"]) & ~no_tf32[inverse]
     return has_tensor & (half | tf32)
 
 
 def design_matrix(features: dict) -> np.ndarray:
     """Per-row seconds of each term at coefficient 1: shape (n, len(TERMS))."""
     flops = _arr(features, "flops_per_sample") * _arr(features, "batch_per_gpu")
-    precision = np.char.lower(np.asarray(features["precision"], dtype=str))
     tensor = uses_tensor_cores(features)
-    tf32 = precision == "tf32"
+    tf32 = is_in(features, "precision", ["tf32"])
     tensor_peak = _arr(features, "gpu_tensor_tflops") * np.where(tf32, 0.5, 1.0)
     fp32_peak = _arr(features, "gpu_fp32_tflops")
     with np.errstate(divide="ignore", invalid="ignore"):
         compute_fp32 = np.where(tensor, 0.0, flops / (fp32_peak * 1e12))
         compute_tensor = np.where(tensor, flops / (np.where(tensor, tensor_peak, 1.0) * 1e12), 0.0)
     # 16-bit activations move half the bytes.
-    act_scale = np.where(np.isin(precision, HALF_PRECISION), 0.5, 1.0)
+    act_scale = np.where(is_in(features, "precision", HALF_PRECISION), 0.5, 1.0)
     activation = np.nan_to_num(_arr(features, "activation_bytes"))
     memory = activation * act_scale * _arr(features, "batch_per_gpu") / (
         _arr(features, "gpu_mem_bw_gbps") * 1e9)
@@ -94,7 +155,7 @@ def design_matrix(features: dict) -> np.ndarray:
     per_node = _arr(features, "gpus_per_node")
     grad = _arr(features, "gradient_bytes")
     net = _arr(features, "network_gbps") * 1e9 / 8
-    ps_sync = np.char.lower(np.asarray(features["sync"], dtype=str)) == "ps"
+    ps_sync = is_in(features, "sync", ["ps"])
     ps_count = np.maximum(np.nan_to_num(_arr(features, "ps_count"), nan=1.0), 1.0)
     workers = nodes * per_node
     inter = np.where(ps_sync, 0.0, 2 * (nodes - 1) / nodes * grad / net)
@@ -131,7 +192,7 @@ def cluster_throughput(features: dict, seconds_per_step: np.ndarray) -> np.ndarr
 def effective_peak_tflops(features: dict) -> np.ndarray:
     """The roofline ceiling the arithmetic runs under (tensor cores or FP32)."""
     tensor = uses_tensor_cores(features)
-    tf32 = np.char.lower(np.asarray(features["precision"], dtype=str)) == "tf32"
+    tf32 = is_in(features, "precision", ["tf32"])
     tensor_peak = _arr(features, "gpu_tensor_tflops") * np.where(tf32, 0.5, 1.0)
     return np.where(tensor, tensor_peak, _arr(features, "gpu_fp32_tflops"))
 

@@ -120,3 +120,23 @@ def test_lifetimes_follow_the_documented_prior():
     aws = artifact.lifetime("aws", "V100", "nowhere-1", spot=True)
     # A market without a Spot Advisor bucket gets the pessimistic >20%/month bucket.
     assert aws.scale_s == pytest.approx(30 * 86400 / -math.log(1 - 0.25), rel=1e-6)
+
+
+def test_a_mixed_batch_predicts_as_each_row_alone():
+    """The factorized lookups (codes shared across targets) give every row what it would get
+    on its own, whatever the mix of GPUs, providers, markets and precisions."""
+    artifact = load_artifact(SHIPPED)
+    rng = np.random.default_rng(0)
+    rows = [candidate(gpu=str(rng.choice(["V100", "A100-40GB", "T4", "L4"])),
+                      provider=str(rng.choice(["gcp", "aws", "local"])),
+                      spot=bool(rng.integers(2)), nodes=int(rng.integers(1, 5)),
+                      precision=str(rng.choice(["amp", "fp32", "TF32"])),
+                      model=str(rng.choice(["resnet50", "bert_large"]))) for _ in range(40)]
+    batch = to_arrays(rows)
+    for target in ("throughput", "startup_s", "checkpoint_s", "recovery_s"):
+        together = artifact.predict(target, batch)
+        for i, row in enumerate(rows):
+            alone = artifact.predict(target, to_arrays([row]))
+            assert together.value[i] == pytest.approx(alone.value[0], rel=1e-12)
+            assert (together.lo[i], together.hi[i]) == pytest.approx((alone.lo[0], alone.hi[0]))
+            assert together.provenance[i] == alone.provenance[0]

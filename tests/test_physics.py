@@ -77,3 +77,12 @@ def test_prior_coefficients_give_a_published_order_of_magnitude():
                       params=25.6e6)
     throughput = physics.cluster_throughput(features, physics.step_time(features))[0]
     assert 8322 / 2 < throughput < 8322 * 2
+
+
+def test_tensor_terms_count_layers_and_vanish_when_unknown():
+    known = terms(tensors=200.0, batch_per_gpu=128)
+    assert known["tensor_launch"] == 200.0
+    # Per-layer traffic scales with the batch over memory bandwidth (V100: 900 GB/s).
+    assert known["tensor_memory"] == pytest.approx(200.0 * 128 / 900e9)
+    unknown = terms()  # zoo cards carry no tensor count: the terms add nothing
+    assert unknown["tensor_launch"] == unknown["tensor_memory"] == 0.0
