@@ -106,14 +106,16 @@ def rank_plans(
         runs = simulate_spot(keys, nodes[sp], samples[sp] / throughput.value[sp],
                              (z, sigma[sp]), estimator.predict("checkpoint_s", sub).value,
                              overhead, lifetimes, rng)
-        # float32 halves the partition's work; times keep 7 significant digits.
-        total = (runs.time_s + startup[sp]).astype(np.float32)
-        order = sorted({_order_index(q, draws) for q in quantiles.values()})
-        parted = np.partition(total, order, axis=0)
+        # Quantiles of the distinct simulations, start-up (a constant per row) added after.
+        # A sort along the draws is faster than a partition at three quantiles; float32
+        # halves its work, times keep 7 significant digits.
+        ranked = np.sort(runs.distinct_time_s.astype(np.float32), axis=0)
         for name, q in quantiles.items():
-            time[name][sp] = parted[_order_index(q, draws)]
+            time[name][sp] = ranked[_order_index(q, draws)][runs.column] + startup[sp]
         for name, limit in _limits_s(constraints, hour_cost[sp]).items():
-            within[name][sp] = np.count_nonzero(total <= limit, axis=0) / draws
+            room = (limit - startup[sp]).astype(np.float32)
+            within[name][sp] = np.count_nonzero(
+                np.take(ranked, runs.column, axis=1) <= room, axis=0) / draws
         revocations[sp], interval[sp] = runs.revocations, runs.checkpoint_interval_s
 
     scores = {

@@ -28,11 +28,18 @@ MAX_SLOWDOWN = 20.0
 
 @dataclass(frozen=True)
 class SpotRuns:
-    """Per candidate row: run times over draws, and the plan the simulation assumed."""
+    """Run times over draws of the distinct candidates; per candidate row, which of them it is
+    and the plan the simulation assumed."""
 
-    time_s: np.ndarray  # (draws, rows): first step to last step, np.inf if never done
+    distinct_time_s: np.ndarray  # (draws, distinct): first to last step, np.inf if never done
+    column: np.ndarray  # (rows,): the row's column in distinct_time_s
     revocations: np.ndarray  # (rows,): mean revocations per run
     checkpoint_interval_s: np.ndarray  # (rows,): np.inf when no checkpointing is needed
+
+    @property
+    def time_s(self) -> np.ndarray:
+        """(draws, rows) run times (a copy; callers that can should use the distinct ones)."""
+        return np.take(self.distinct_time_s, self.column, axis=1)
 
 
 def mean_lifetime_s(lifetime) -> float:
@@ -124,7 +131,7 @@ def simulate_spot(
         interval[start:stop] = tau
         time_s[:, start:stop], revocations[start:stop] = _solve_group(
             lifetime, n, base, overhead_s[of], period, rng)
-    return SpotRuns(time_s[:, inverse], revocations[inverse], interval[inverse])
+    return SpotRuns(time_s, inverse, revocations[inverse], interval[inverse])
 
 
 def unique_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -156,11 +163,11 @@ def _solve_group(lifetime, nodes, base, overhead, period, rng):
                 rows = np.flatnonzero(cost_of_row == i)
                 time[:, rows], count[:, rows] = _finish(events, lost, base[:, rows], cost,
                                                         lost_per_period)
-        hopeless = time > MAX_SLOWDOWN * base
-        if ((time <= horizon) | hopeless).all() or horizon >= limit:
+        hopeless, late = time > MAX_SLOWDOWN * base, time > horizon
+        if horizon >= limit or not (late & ~hopeless).any():
             break
         horizon = min(limit, 4.0 * horizon)
-    time[(time > horizon) | (time > MAX_SLOWDOWN * base)] = np.inf
+    time[late | hopeless] = np.inf
     return time, count.mean(axis=0)
 
 

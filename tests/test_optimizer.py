@@ -134,3 +134,30 @@ def test_candidates_without_a_throughput_prediction_are_set_aside():
     assert len(plans.candidates) == len(cands) - t4
     assert plans.candidates.dropped["no throughput prediction"] == t4
     assert "T4" not in set(plans["gpu_type"])
+
+
+def test_spot_quantiles_and_probabilities_are_those_of_the_draws(monkeypatch):
+    """The optimizer reads quantiles off the distinct simulations and adds each row's start-up
+    after: the same numbers as order statistics of every row's own draws."""
+    import advisor.optimizer as optimizer
+
+    simulated = []
+    real = optimizer.simulate_spot
+    monkeypatch.setattr(optimizer, "simulate_spot",
+                        lambda *args: simulated.append(real(*args)) or simulated[-1])
+    work, cands = candidates_for(epochs=50)
+    estimator = Estimator(spot_life_s=3 * 3600.0)
+    deadline, budget = 2500.0, 0.9  # inside the spread of several plans
+    plans = rank_plans(work, cands, estimator, estimator.lifetime,
+                       Constraints(deadline_s=deadline, budget_usd=budget, confidence=0.8))
+    spot = np.flatnonzero(cands["spot"])
+    total = simulated[0].time_s + plans["startup_s"][spot]  # (draws, spot rows)
+    ordered = np.sort(total, axis=0)
+    np.testing.assert_allclose(plans["time_p50"][spot], ordered[99], rtol=1e-6)
+    np.testing.assert_allclose(plans["time_conf"][spot], ordered[159], rtol=1e-6)
+    np.testing.assert_allclose(plans["p_deadline"][spot], (total <= deadline).mean(axis=0))
+    cost_per_s = cands["nodes"][spot] * cands["price_per_node_hour"][spot] / 3600.0
+    np.testing.assert_allclose(plans["p_budget"][spot],
+                               (total * cost_per_s <= budget).mean(axis=0), atol=0.011)
+    for p in ("p_deadline", "p_budget"):
+        assert ((plans[p][spot] > 0) & (plans[p][spot] < 1)).any()

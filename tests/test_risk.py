@@ -66,3 +66,15 @@ def test_revocation_times_are_sorted_and_respect_the_cap():
 def test_checkpoint_interval_is_young_daly():
     assert checkpoint_interval(np.array([50.0]), np.array([3600.0]))[0] == pytest.approx(600.0)
     assert math.isinf(checkpoint_interval(np.array([50.0]), np.array([math.inf]))[0])
+
+
+def test_rows_alike_share_one_simulation_and_keep_their_own_order():
+    life = Lifetime("weibull", 1.0, 3000.0, "test")
+    # rows 0 and 2 agree on everything: one column; row 1 needs less work.
+    runs = simulate_spot(np.zeros(3, int), np.array([2, 2, 2]), np.array([9000.0, 4000.0, 9000.0]),
+                         (np.zeros(50), np.zeros(3)), np.full(3, 60.0), np.full(3, 300.0),
+                         [life], np.random.default_rng(3))
+    assert runs.distinct_time_s.shape == (50, 2)
+    assert runs.column[0] == runs.column[2] != runs.column[1]
+    np.testing.assert_array_equal(runs.time_s[:, 0], runs.time_s[:, 2])
+    assert (runs.time_s[:, 1] < runs.time_s[:, 0]).all()
