@@ -34,31 +34,26 @@ def checkpoint_files(folder: Path) -> list[Path]:
 
 def checkpoint_params(folder: Path) -> dict[str, int]:
     """Canonical model -> parameter count from the aggregated checkpoint tables."""
-    import pandas as pd
-
-    params = {}
-    for path in sorted(folder.glob("*.csv")):
-        frame = pd.read_csv(path)
-        if {"Model", "Number of Parameters"} <= set(frame.columns):
-            for model, count in zip(frame["Model"], frame["Number of Parameters"]):
-                if pd.notna(count):
-                    params.setdefault(canonical_model(str(model)), int(count))
-    return params
+    return _per_model(folder, "Number of Parameters")
 
 
 def checkpoint_tensors(folder: Path) -> dict[str, int]:
     """Canonical model -> number of tensors in its checkpoint (variables plus optimizer
     slots): the per-layer work a step does, whatever the layers' sizes."""
+    return _per_model(folder, "Number of Tensors")
+
+
+def _per_model(folder: Path, column: str) -> dict[str, int]:
     import pandas as pd
 
-    tensors = {}
+    out = {}
     for path in sorted(folder.glob("*.csv")):
         frame = pd.read_csv(path)
-        if {"Model", "Number of Tensors"} <= set(frame.columns):
-            for model, count in zip(frame["Model"], frame["Number of Tensors"]):
+        if {"Model", column} <= set(frame.columns):
+            for model, count in zip(frame["Model"], frame[column]):
                 if pd.notna(count):
-                    tensors.setdefault(canonical_model(str(model)), int(count))
-    return tensors
+                    out.setdefault(canonical_model(str(model)), int(count))
+    return out
 
 
 def checkpoint_rows(path: Path, params: dict[str, int]) -> list[dict[str, Any]]:
