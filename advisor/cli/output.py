@@ -44,7 +44,10 @@ def run_app(app: typer.Typer, args: Sequence[str]) -> NoReturn:
             typer.echo(error.format_message())
         code = 2
     except UsageError as error:
-        command = error.ctx.command_path if error.ctx else app.info.name
+        # Without a context (a value missing at the end of the line) the command is the
+        # first word that is not an option.
+        command = error.ctx.command_path if error.ctx else " ".join(
+            [app.info.name, *[arg for arg in args if not arg.startswith("-")][:1]])
         code = _error(f"{_one_line(error.format_message())} (see `{command} --help`)", 2)
     except ClickException as error:
         code = _error(_one_line(error.format_message()), error.exit_code)
