@@ -27,7 +27,7 @@ def _split(values: list[str] | None) -> list[str]:
 def recommend(
     model: str | None = typer.Option(
         None, "--model", "-m", help="zoo model: resnet50, bert_large, gpt2, vit_b16, ..."),
-    model_argument: str | None = typer.Argument(None, hidden=True, show_default=False),
+    model_argument: str | None = typer.Argument(None, metavar="MODEL", hidden=True),
     deadline: str | None = typer.Option(
         None, help="finish by: 90m, 24h, 2d, 1d12h, or plain hours"),
     budget: str | None = typer.Option(None, help="spend at most this many USD: 500, $1200"),
@@ -64,7 +64,7 @@ def recommend(
 
       advisor recommend --model resnet50 --deadline 24h
 
-      advisor recommend --model bert_large --budget 300 --provider aws --format json
+      advisor recommend --model bert_large --budget 300 --provider aws --epochs 1 --format json
 
       advisor recommend --model resnet50 --deadline 2d --budget 400 --gpu V100,A100 --explain
 
