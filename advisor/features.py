@@ -18,8 +18,9 @@ NUMBER_KEYS = ("params", "flops_per_sample", "gradient_bytes", "activation_bytes
                "gpu_fp32_tflops", "gpu_tensor_tflops", "gpu_mem_bw_gbps", "gpu_memory_gb",
                "nodes", "gpus_per_node", "network_gbps", "ps_count", "batch_per_gpu")
 # Optional: NaN (or absent) where unknown, and the physics term that uses it then adds nothing.
-# `tensors` = the model's parameter tensors with their optimizer slots (a checkpoint's tensor
-# count), which sets the per-layer work of a step whatever the layers' sizes.
+# `tensors` = the model's parameter tensors (weights, biases, norm scales: a checkpoint's
+# tensor count, from the model card or CM-DARE's checkpoint table), which sets the per-layer
+# work of a step whatever the layers' sizes.
 OPTIONAL_KEYS = ("tensors",)
 FEATURE_KEYS = STRING_KEYS + NUMBER_KEYS + ("spot",)
 MODEL_KEYS = ("params", "flops_per_sample", "gradient_bytes", "activation_bytes")
@@ -51,6 +52,7 @@ def model_features(store_models: Iterable[Mapping[str, Any]] = ()) -> dict[str, 
             "flops_per_sample": _num(card.get("flops_per_sample")),
             "gradient_bytes": _num(card.get("gradient_bytes")),
             "activation_bytes": _num(card.get("activation_bytes_per_sample")),
+            "tensors": _num(card.get("tensors")),
             "image_size": _num(card.get("image_size")),
             "seq_len": _num(card.get("seq_len")),
         }

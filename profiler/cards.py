@@ -24,12 +24,12 @@ SOURCE = ("scripts/build_cards.py: meta device, FlopCounterMode with grouped-con
 
 WORKLOAD_COLUMNS = ["model", "family", "task", "dataset", "samples_per_epoch", "epochs",
                     "image_size", "seq_len", "batch_size"]
-MEASURED_COLUMNS = ["params", "gradient_bytes", "forward_flops_per_sample", "flops_per_sample",
-                    "activation_bytes_per_sample"]
+MEASURED_COLUMNS = ["params", "tensors", "gradient_bytes", "forward_flops_per_sample",
+                    "flops_per_sample", "activation_bytes_per_sample"]
 VERSION_COLUMNS = ["torch_version", "as_of", "source"]  # how a card was made, not what it says
 COLUMNS = WORKLOAD_COLUMNS + MEASURED_COLUMNS + VERSION_COLUMNS
 INT_COLUMNS = {"samples_per_epoch", "epochs", "image_size", "seq_len", "batch_size", "params",
-               "gradient_bytes", "forward_flops_per_sample", "flops_per_sample",
+               "tensors", "gradient_bytes", "forward_flops_per_sample", "flops_per_sample",
                "activation_bytes_per_sample"}
 
 
@@ -101,7 +101,9 @@ def saved_tensor_bytes(model, totals: dict[int, int]):
 
 
 def measure(name: str, image_size: int | None = None, seq_len: int | None = None) -> dict:
-    """Parameters, gradient bytes, FLOPs and activation bytes of one sample of `name`."""
+    """Parameters, parameter tensors, gradient bytes, FLOPs and activation bytes of one sample
+    of `name`. `tensors` counts parameter tensors (weights, biases, norm scales; not buffers
+    such as running statistics): the notion of CM-DARE's checkpoint "Number of Tensors"."""
     import torch
 
     with torch.device("meta"):
@@ -116,6 +118,7 @@ def measure(name: str, image_size: int | None = None, seq_len: int | None = None
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     return {
         "params": sum(p.numel() for p in model.parameters()),
+        "tensors": len(list(model.parameters())),
         "gradient_bytes": trainable * 4,  # fp32 gradients, what all-reduce moves per step
         "forward_flops_per_sample": forward,
         "flops_per_sample": counter.get_total_flops(),
