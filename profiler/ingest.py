@@ -10,7 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from cloud.provider import ProviderEvent
 from profiler.store import TRIAL_COLUMNS
+
+CLOCK_TICK_S = 0.03  # a process start time read from /proc may precede its launch by this
 
 
 @dataclass
@@ -22,6 +25,16 @@ class RevocationSeen:
     cause: str  # sigkill | preemption | maintenance | interruption
     notice_s: float = 0.0
     replacement_launched_at: float | None = None
+
+
+@dataclass
+class NodeLaunch:
+    """A node as the orchestrator launched it, with the provider's `running` event for it."""
+
+    node: int
+    requested_at: float | None  # time.time() when the launch request was sent
+    zone: str | None = None
+    running: ProviderEvent | None = None
 
 
 def first(records: list[dict], type: str, after: float = float("-inf"), **match: Any):
@@ -59,11 +72,10 @@ def trial_row(result: dict, expected_world: int) -> tuple[dict[str, Any], str | 
     return row, error
 
 
-def startup_rows(records: list[dict]) -> list[dict[str, Any]]:
-    """One row per node start (replacements included): request -> agent up -> first step.
-
-    On a fresh VM the kernel boot time splits request -> agent up into provisioning (request
-    -> booted) and booting; a local process has no such boundary, so it is all booting."""
+def startup_rows(records: list[dict], launches: list[NodeLaunch]) -> list[dict[str, Any]]:
+    """One row per node start (replacements included), in CM-DARE's phases: provisioning
+    (request -> resources allocated), staging (-> running), booting (-> agent up) and
+    first step (-> first training step finished)."""
     starts = [r for r in records if r["type"] == "agent_start"]
     rows = []
     for start in starts:
@@ -71,19 +83,55 @@ def startup_rows(records: list[dict]) -> list[dict[str, Any]]:
         step = first(records, "first_step", after=start["t"], node=start["node"])
         if step is not None and later and step["t"] > min(later):
             step = None
-        launched, booted = start.get("launched_at"), start.get("booted_at")
-        fresh_vm = launched is not None and booted is not None and booted > launched
+        launch = _launch_of(start, launches)
+        requested = launch.requested_at if launch else start.get("launched_at")
+        provisioning, staging, running, source = _phases(start, requested, launch)
         rows.append({
             "node": start["node"],
-            "provisioning_s": booted - launched if fresh_vm else None,
+            "zone": launch.zone if launch else None,
+            "provisioning_s": provisioning,
+            "staging_s": staging,
             # max(0, ...): a process start time read from /proc has 10 ms ticks.
-            "booting_s": (max(0.0, start["t"] - (booted if fresh_vm else launched))
-                          if launched is not None else None),
+            "booting_s": max(0.0, start["t"] - running) if running is not None else None,
             "first_step_s": step["t"] - start["t"] if step else None,
             "extra": {"replacement": any(s["node"] == start["node"] and s["t"] < start["t"]
-                                         for s in starts)},
+                                         for s in starts),
+                      "running_from": source},
         })
     return rows
+
+
+def _launch_of(start: dict, launches: list[NodeLaunch]) -> NodeLaunch | None:
+    """The launch an agent start belongs to: its node's latest launch before it."""
+    before = [n for n in launches if n.node == start["node"]
+              and n.requested_at is not None and n.requested_at <= start["t"] + CLOCK_TICK_S]
+    return max(before, key=lambda n: n.requested_at, default=None)
+
+
+def _phases(start: dict, requested: float | None, launch: NodeLaunch | None
+            ) -> tuple[float | None, float | None, float | None, str | None]:
+    """(provisioning_s, staging_s, the moment the node ran, where that moment comes from)."""
+    event = launch.running if launch else None
+    if event is not None:
+        detail = event.detail
+        running = detail.get("running_at", event.at)
+        if "provisioning_s" in detail:  # GCP: request -> STAGING -> RUNNING
+            return detail["provisioning_s"], detail.get("staging_s"), running, "provider"
+        if detail.get("launch_time") and requested is not None:
+            # EC2: the request is accepted at LaunchTime (1 s resolution), then `pending`.
+            accepted = max(detail["launch_time"], requested)
+            return accepted - requested, running - accepted, running, "provider"
+        provisioning = running - requested if requested is not None else None
+        return provisioning, None, running, "provider"
+    if requested is None:
+        return None, None, None, None
+    if start.get("provider") == "local":
+        # A local node is a process: it is allocated and running once spawned.
+        return max(0.0, start["t"] - requested), 0.0, start["t"], "process start"
+    booted = start.get("booted_at")
+    if booted is not None and booted > requested:  # a fresh VM: its kernel boot time
+        return booted - requested, None, booted, "kernel boot"
+    return None, None, None, None
 
 
 def revocation_row(records: list[dict], seen: RevocationSeen) -> dict[str, Any]:

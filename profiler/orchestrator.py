@@ -14,9 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cloud.provider import ClusterSpec, Node, NodeState, PlannedRequest, Provider, ProviderError
+from cloud.provider import (
+    ClusterSpec,
+    Node,
+    NodeState,
+    PlannedRequest,
+    Provider,
+    ProviderError,
+    ProviderEvent,
+)
 from profiler import ingest
-from profiler.progress import SweepDisplay
+from profiler.progress import SweepDisplay, trial_phase
 from profiler.revocation import Revoker
 from profiler.spec import SweepSpec, Trial
 from profiler.store import Store, now_iso
@@ -25,6 +33,9 @@ POLL_S = 0.5
 EXIT_GRACE_S = 10.0  # how long a finished or dying cluster gets to write its last records
 DEADLINE_MARGIN_S = 60.0
 PLANNED_STARTUP_S = 120.0  # start-up assumed per trial when estimating the cost
+# How late after its planned time a revocation may come (a poll, reading the records, the
+# kill); the first attempt measures at least this much past the revocation time.
+REVOCATION_SLACK_S = 3.0
 
 
 class BudgetExceeded(Exception):
@@ -62,7 +73,7 @@ def agent_config(trial: Trial, provider: str, results: str) -> dict[str, Any]:
             "model": trial.model, "batch_size": trial.batch_size,
             "precision": trial.precision, "image_size": trial.image_size,
             "seq_len": trial.seq_len, "tolerance": trial.tolerance,
-            "max_seconds": trial.max_seconds,
+            "max_seconds": trial.max_seconds, "min_seconds": min_seconds(trial),
             "checkpoint_every_steps": trial.checkpoint_every,
         },
     }
@@ -82,11 +93,19 @@ def checkpoint_dir(trial: Trial, provider: str, results: str) -> str | None:
     return None
 
 
+def min_seconds(trial: Trial) -> float:
+    """How long the job's first attempt measures at least: past the planned revocation, so
+    that an estimate stable sooner does not end the trial before it (the attempt after the
+    recovery then measures to a stable figure of its own)."""
+    return trial.revoke_at + REVOCATION_SLACK_S if trial.revoke_node is not None else 0.0
+
+
 def deadline_s(trial: Trial) -> float:
-    """The longest a trial may take from launch before it is abandoned."""
+    """The longest a trial may take from launch before it is abandoned: start-up, the first
+    attempt up to the revocation, the recovery (a start-up again) and the measurement."""
     recovery = trial.startup_timeout if trial.revoke_node is not None else 0.0
-    revoke_at = trial.revoke_at or 0.0
-    return trial.startup_timeout + revoke_at + recovery + trial.max_seconds + DEADLINE_MARGIN_S
+    return (trial.startup_timeout + min_seconds(trial) + recovery + trial.max_seconds
+            + DEADLINE_MARGIN_S)
 
 
 def price_per_node_hour(provider: str, trial: Trial) -> float | None:
@@ -178,6 +197,7 @@ class TrialRun:
         self.revoker = Revoker(provider, self.cluster, trial.revoke_node, trial.revoke_at,
                                on_lost=self._wipe_local_disk)
         self.launched: dict[str, Node] = {}  # every node of the trial, replacements included
+        self.running: dict[str, ProviderEvent] = {}  # node id -> the provider's running event
         self.records: list[dict] = []
 
     def run(self, store: Store) -> dict[str, Any]:
@@ -223,17 +243,19 @@ class TrialRun:
             now = time.time()
             self.records = [r for r in self.sink.read_all() if r["t"] >= self.started - 1]
             first_step = ingest.cluster_first_step(self.records)
-            self._show(first_step)
+            self._show()
+            result = ingest.final_result(self.records)
+            if result is not None and self.revoker.pending:
+                return (f"training finished before the revocation at {trial.revoke_at:.0f}s "
+                        f"(the sweep could not revoke within {REVOCATION_SLACK_S:.0f}s of it); "
+                        "see the node logs, or lower revocation.at_seconds")
             if self.revoker.due(first_step, now):
                 self.display.phase("revoked")
                 nodes = self.revoker.revoke_planned(nodes)
-            nodes = self.revoker.handle_events(
-                self.provider.poll_events(self.cluster.cluster), nodes)
+            events = self.provider.poll_events(self.cluster.cluster)
+            self.running.update({e.node_id: e for e in events if e.kind == "running"})
+            nodes = self.revoker.handle_events(events, nodes)
             self.launched.update({n.id: n for n in nodes})
-            result = ingest.final_result(self.records)
-            if result is not None and self.revoker.pending:
-                return ("training finished before the revocation at "
-                        f"{trial.revoke_at:.0f}s; lower revocation.at_seconds or the tolerance")
             if result is not None:
                 self._await_exit()
                 return None
@@ -261,17 +283,8 @@ class TrialRun:
     def _node_zero_exited(self) -> bool:
         return any(r["type"] == "agent_exit" and r["node"] == 0 for r in self.records)
 
-    def _show(self, first_step: float | None) -> None:
-        progress = [r for r in self.records if r["type"] == "progress"]
-        rate = progress[-1]["samples_per_s"] if progress else None
-        if self.revoker.seen and not ingest.first(self.records, "first_step",
-                                                  after=self.revoker.seen[-1].at):
-            phase = "recovering"
-        elif first_step is None:
-            phase = "launching"
-        else:
-            phase = "measuring" if progress and progress[-1]["phase"] == "measuring" else "warm-up"
-        self.display.phase(phase, rate)
+    def _show(self) -> None:
+        self.display.phase(*trial_phase(self.records, self.revoker.seen))
 
     def _terminate(self) -> None:
         self.display.phase("stopping")
@@ -300,9 +313,12 @@ class TrialRun:
                       "cluster": self.cluster.cluster},
         })
         revocations = [ingest.revocation_row(records, seen) for seen in self.revoker.seen]
+        launches = [ingest.NodeLaunch(n.index, n.launched_at, n.zone, self.running.get(n.id))
+                    for n in self.launched.values()]
         startups = [{**s, "provider": self.provider.name, "region": trial.region,
-                     "instance_type": trial.instance_type, "spot": trial.spot,
-                     "recorded_at": now_iso()} for s in ingest.startup_rows(records)]
+                     "instance_type": trial.instance_type, "gpu_type": row["gpu_type"],
+                     "spot": trial.spot, "recorded_at": now_iso()}
+                    for s in ingest.startup_rows(records, launches)]
         checkpoints = [{**c, "recorded_at": now_iso()} for c in
                        ingest.checkpoint_rows(records, trial.model, _params(trial.model))]
         row["id"] = store.add_trial(row, revocations=revocations, startups=startups,
@@ -316,11 +332,12 @@ def _gpu_type(result: dict | None) -> str | None:
 
 
 def _params(model: str) -> int | None:
-    """The model card's parameter count; a missing card must not cost the measurement."""
+    """The model card's parameter count; a missing or unreadable card must not cost the
+    measurement."""
     try:
         from profiler.cards import load_cards
 
         card = load_cards().get(model)
-    except (ImportError, OSError):
+    except (ImportError, OSError, ValueError):
         return None
     return int(card["params"]) if card and card.get("params") else None

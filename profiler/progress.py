@@ -2,9 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Any
+from profiler.ingest import RevocationSeen, first
 
 PHASES = ("launching", "warm-up", "measuring", "revoked", "recovering", "stopping")
+
+
+def trial_phase(records: list[dict], revocations: list[RevocationSeen]
+                ) -> tuple[str, float | None]:
+    """The phase of a running trial and its throughput so far (samples/s: the mean over the
+    current attempt's measuring phase; during warm-up the latest rate), from its records.
+
+    launching: no training step yet; revoked: a node is gone and the survivors have not
+    noticed; recovering: they have (restart, re-rendezvous, restore) but not stepped again."""
+    if revocations:
+        last = revocations[-1]
+        noticed = [r for r in records if r["t"] > last.at and r["node"] != last.node and (
+            r["type"] == "rendezvous" or r["type"] == "worker_exit" and r["status"] == "error")]
+        if not noticed:
+            return "revoked", None
+        if first(records, "first_step", after=last.at) is None:
+            return "recovering", None
+    if first(records, "first_step") is None:
+        return "launching", None
+    # An attempt begins at node 0's rendezvous; rank 0 (on node 0) reports the progress.
+    attempt = max((r["t"] for r in records if r["type"] == "rendezvous" and r["node"] == 0),
+                  default=float("-inf"))
+    progress = [r for r in records if r["type"] == "progress" and r["t"] > attempt]
+    measuring = [r["samples_per_s"] for r in progress if r["phase"] == "measuring"]
+    if measuring:
+        return "measuring", sum(measuring) / len(measuring)
+    return "warm-up", progress[-1]["samples_per_s"] if progress else None
 
 
 class SweepDisplay:
@@ -14,8 +41,13 @@ class SweepDisplay:
 
     def __init__(self, total: int, enabled: bool = True):
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, \
-            TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self.console = Console(stderr=True)
         self._progress = Progress(
@@ -30,7 +62,7 @@ class SweepDisplay:
         self._progress.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._progress.stop()
 
     def trial(self, index: int, total: int, label: str) -> None:

@@ -56,6 +56,9 @@ class WorkerConfig(BaseModel):
     min_warmup_steps: int = Field(5, ge=0)
     min_measure_steps: int = Field(40, ge=2)
     max_seconds: float = Field(300.0, gt=0, description="measurement limit from first step")
+    min_seconds: float = Field(0.0, ge=0, description=(
+        "the job's first attempt stops no sooner than this after its first step, stable or "
+        "not, so that a planned revocation falls inside it; restarted attempts are exempt"))
     max_steps: int | None = Field(None, gt=0, description="stop at this global step")
     checkpoint_dir: str | None = None
     checkpoint_every_steps: int | None = Field(None, gt=0)
@@ -375,7 +378,9 @@ class Trainer:
                 self.measuring = True
                 self.emit("phase", phase="measuring", step=self.step,
                           warmup_steps=verdict.warmup_steps)
-            self.stop = verdict.stable or now - self.measure_start >= c.max_seconds
+            measured = now - self.measure_start
+            held = self.restart == 0 and measured < c.min_seconds
+            self.stop = not held and (verdict.stable or measured >= c.max_seconds)
         self.stop = self.stop or bool(c.max_steps and self.step >= c.max_steps)
 
     def agree(self) -> tuple[bool, bool, bool]:

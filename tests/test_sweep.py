@@ -1,9 +1,10 @@
 """`profiler sweep` end to end on the local provider: real torchrun training of a small zoo
-model on 1 and 2 nodes, a real revocation (SIGKILL of a node) and its recovery, resume,
-dry run, interruption and bad specs."""
+model on 1 and 2 nodes, a real revocation (SIGKILL of a node) later than the point where the
+estimate is stable, and its recovery, resume, dry run, interruption and bad specs."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,22 +12,23 @@ import time
 
 import pytest
 
+from cloud.local import NODE_ID_ENV
 from profiler.store import Store
 
 PROFILER = [sys.executable, "-c", "from profiler.cli import main; main()"]
 TINY = """\
 name: tiny
 provider: local
-models: [resnet18]
+models: [mobilenet_v2]
 nodes: [1, 2]
-batch_size: 4
-image_size: 32
-max_seconds: 8
-checkpoint_every: 2
+batch_size: 2
+image_size: 16
+max_seconds: 10
+tolerance: 0.25
+checkpoint_every: 10
 startup_timeout: 180
-revocation: {node: 1, at_seconds: 4}
+revocation: {node: 1, at_seconds: 6}
 """
-
 
 def profiler(*args, env, timeout=400, **kwargs):
     return subprocess.run([*PROFILER, *args], env=env, capture_output=True, text=True,
@@ -65,7 +67,10 @@ def test_sweep_measures_one_and_two_nodes(swept):
             startups = store.rows("startups", {"trial_id": trial["id"]})
             first_starts = [s for s in startups if not s["extra"]["replacement"]]
             assert sorted(s["node"] for s in first_starts) == list(range(trial["nodes"]))
-            assert all(s["booting_s"] >= 0 and s["first_step_s"] > 0 for s in first_starts)
+            for start in startups:  # a local node is provisioned by its spawn, then runs
+                assert start["provisioning_s"] >= 0 and start["first_step_s"] > 0, start
+                assert (start["staging_s"], start["booting_s"]) == (0, 0), start
+                assert start["extra"]["running_from"] == "process start"
         assert store.rows("checkpoints", {"trial_id": trials[0]["id"]})
 
 
@@ -78,9 +83,13 @@ def test_revocation_is_measured_in_order(swept):
         assert store.rows("revocations", {"trial_id": one["id"]}) == []
         [rev] = store.rows("revocations", {"trial_id": two["id"]})
         startups = store.rows("startups", {"trial_id": two["id"]})
+    # The same workload was stable sooner on one node than the revocation came: without
+    # min_seconds the first attempt would have ended before it and the trial failed.
+    assert (one["warmup_steps"] + one["steps_measured"]) * one["step_time_mean"] < 6, one
+    assert two["status"] == "finished" and two["stable"], two
     assert None not in rev.values(), rev
     assert rev["node"] == 1 and rev["cause"] == "sigkill" and rev["notice_s"] == 0
-    assert rev["at_seconds"] >= 4
+    assert rev["at_seconds"] >= 6
     for measure in ("detect_s", "rendezvous_s", "first_step_after_s", "replacement_ready_s"):
         assert rev[measure] is not None and rev[measure] >= 0, measure
     assert rev["detect_s"] <= rev["rendezvous_s"] <= rev["first_step_after_s"], rev
@@ -115,7 +124,7 @@ def test_dry_run_launches_nothing(tmp_path, env):
 
 def test_sigterm_terminates_every_node_and_keeps_the_store(tmp_path, env):
     (tmp_path / "one.yaml").write_text(TINY.replace("nodes: [1, 2]", "nodes: [2]")
-                                       .replace("max_seconds: 8", "max_seconds: 300"))
+                                       .replace("max_seconds: 10", "max_seconds: 300"))
     sweep = subprocess.Popen([*PROFILER, "sweep", str(tmp_path / "one.yaml"), "--store",
                               str(tmp_path / "runs.db")], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
@@ -131,6 +140,63 @@ def test_sigterm_terminates_every_node_and_keeps_the_store(tmp_path, env):
     assert not [p for p in pids if _running(p)]
     with Store(tmp_path / "runs.db") as store:
         assert [t["status"] for t in store.rows("trials")] == ["interrupted"]
+
+
+@pytest.mark.slow
+def test_sigint_terminates_every_node_and_keeps_finished_trials(swept, tmp_path, env):
+    tmp, _, run = swept
+    assert run.returncode == 0, run.stderr
+    shutil.copy(tmp / "runs.db", tmp_path / "runs.db")
+    with Store(tmp_path / "runs.db") as store:
+        finished = store.rows("trials")
+    # One more model in the grid: the finished trials are skipped and the new one starts.
+    (tmp_path / "more.yaml").write_text(TINY.replace("models: [mobilenet_v2]",
+                                                     "models: [mobilenet_v2, resnet18]"))
+    sweep = subprocess.Popen([*PROFILER, "sweep", str(tmp_path / "more.yaml"), "--store",
+                              str(tmp_path / "runs.db")], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not any(_is_worker(p) for p in _node_processes(env)):
+        assert time.monotonic() < deadline and sweep.poll() is None, sweep.communicate()
+        time.sleep(0.2)
+    sweep.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground process
+    _, err = sweep.communicate(timeout=60)
+    assert sweep.returncode == 130, err
+    assert err.strip().splitlines()[-1].startswith("error: interrupted") and "Traceback" not in err
+    assert err.count("already in the store, skipped") == 2
+    assert _node_processes(env) == []
+    with Store(tmp_path / "runs.db") as store:
+        trials = store.rows("trials")
+    assert [t["status"] for t in trials] == ["finished", "finished", "interrupted"]
+    assert trials[:2] == finished and trials[2]["model"] == "resnet18"
+
+
+def _node_processes(env: dict) -> list:
+    """Live processes of any node this test's sweeps launched (they carry the node id and the
+    test's state directory in their environment)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            environ = proc.environ()
+        except psutil.Error:  # gone, a zombie, or not ours to read
+            continue
+        if NODE_ID_ENV in environ and environ.get(
+                "GPUADVISOR_LOCAL_STATE") == env["GPUADVISOR_LOCAL_STATE"]:
+            found.append(proc)
+    return found
+
+
+def _is_worker(proc) -> bool:
+    """A training worker (torchrun's command line names the worker module too)."""
+    import psutil
+
+    try:
+        command = proc.cmdline()
+    except psutil.Error:  # it went meanwhile
+        return False
+    return "profiler.worker" in command and "torch.distributed.run" not in command
 
 
 def _running(pid: int) -> bool:
@@ -205,7 +271,7 @@ def test_max_cost_stops_before_the_estimated_spend(tmp_path, env):
 def test_a_cluster_that_does_not_start_in_time_is_stored_as_failed(tmp_path, env):
     (tmp_path / "slow.yaml").write_text(TINY.replace("nodes: [1, 2]", "nodes: [1]")
                                         .replace("startup_timeout: 180", "startup_timeout: 1")
-                                        .replace("revocation: {node: 1, at_seconds: 4}\n", ""))
+                                        .replace("revocation: {node: 1, at_seconds: 6}\n", ""))
     run = profiler("sweep", str(tmp_path / "slow.yaml"), "--store", str(tmp_path / "runs.db"),
                    env=env)
     assert run.returncode == 1

@@ -65,6 +65,24 @@ def test_sigusr1_makes_rank_0_checkpoint_at_the_next_check(tmp_path, one_thread,
     assert saves == [(worker.CHECK_EVERY, "notice")]
 
 
+@pytest.mark.slow
+def test_min_seconds_holds_the_first_attempt_past_its_stable_point(tmp_path, one_thread,
+                                                                   monkeypatch):
+    """A planned revocation later than the stable point still falls inside the first attempt;
+    the attempt after a restart stops as soon as it is stable."""
+    quick = {"tolerance": 0.9, "min_warmup_steps": 2, "min_seconds": 4.0, "max_seconds": 60.0}
+
+    def measured_s(records: list[dict]) -> float:
+        [step] = [r for r in records if r["type"] == "first_step"]
+        [result] = [r for r in records if r["type"] == "result"]
+        assert result["stable"] is True
+        return result["t"] - step["t"]
+
+    assert measured_s(run_worker(tmp_path / "first", **quick)) >= 4.0
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    assert measured_s(run_worker(tmp_path / "restarted", **{**quick, "min_seconds": 30})) < 30
+
+
 def test_step_timer_on_cpu_times_each_step():
     timer = worker.StepTimer(cuda=False)
     for step, pause in enumerate((0.02, 0.05), 1):
