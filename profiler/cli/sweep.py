@@ -29,9 +29,12 @@ def sweep(
 
     The spec's lists (models, nodes, instance_types, batch_size, precision) expand into a
     grid of trials; `revocation: {node: 1, at_seconds: 20}` kills node 1 that long after
-    training starts and launches a replacement (see specs/smoke.yaml). Trials already
-    finished in the store are skipped, so re-running a spec resumes it. Ctrl-C terminates
-    every node and keeps what finished.
+    training starts and launches a replacement (see specs/smoke.yaml); training goes on past
+    that time even when its estimate is stable sooner, and after the recovery measures to a
+    stable figure again. The display shows each trial's phase (launching, warm-up, measuring,
+    revoked, recovering) and its throughput so far. Trials already finished in the store are
+    skipped, so re-running a spec resumes it. Ctrl-C terminates every node and keeps what
+    finished.
 
     Examples:
 
