@@ -76,14 +76,16 @@ def loglinear_baseline(train: dict, y_train: np.ndarray, test: dict) -> np.ndarr
 
 
 def evaluate(store: str | Path, split: str, target: str = "throughput",
-             include_published: bool = True, max_train_workers: int | None = None) -> dict:
+             include_published: bool = True, max_train_workers: int | None = None,
+             exclude_software: tuple[str, ...] = ()) -> dict:
     """Held-out errors of one split, as a JSON-ready dict."""
     from profiler.store import Store
 
     if target not in TARGETS:
         raise EvaluateError(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")
     with Store(store) as db:
-        features, throughput, _, skipped = throughput_data(db, include_published)
+        features, throughput, _, skipped = throughput_data(db, include_published,
+                                                           exclude_software)
     if len(throughput) == 0:
         raise EvaluateError(f"{store} holds no GPU throughput measurements with model "
                             "features; import some (`advisor data import cmdare|runs|published`)")

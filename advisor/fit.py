@@ -52,16 +52,25 @@ class FitError(ValueError):
 
 # -- throughput ---------------------------------------------------------------------------
 
-def throughput_data(store, include_published: bool = True):
+def throughput_data(store, include_published: bool = True, exclude_software=()):
     """(features, throughput, measured [value, lo, hi] per config, skip reasons), one row per
-    distinct configuration (repeats are reduced to their median)."""
+    distinct configuration (repeats are reduced to their median). Trials whose recorded
+    software (container, framework, versions) contains any of `exclude_software` are left out:
+    software is a real variable the features do not carry, so superseded releases can be
+    set aside rather than read as slower GPUs."""
     import pandas as pd
 
     sql = "SELECT * FROM trials WHERE status = 'finished' AND throughput > 0"
     trials = store.query(sql)
     if not include_published:
         trials = [t for t in trials if t["source"] != "published"]
+    superseded = [any(text in json.dumps(t["software"]) for text in exclude_software)
+                  for t in trials]
+    trials = [t for t, drop in zip(trials, superseded) if not drop]
     features, kept, skipped = trial_features(trials, model_features(store.rows("models")))
+    if any(superseded):
+        skipped[f"software matches --exclude-software {' '.join(exclude_software)}"] = \
+            sum(superseded)
     if not kept:
         return features, np.array([]), {}, skipped
     frame = pd.DataFrame({
@@ -284,13 +293,15 @@ def overhead_rows(store) -> dict[str, list]:
     return {"vm_s": vm, "first_step_s": first, "recovery_s": recovery}
 
 
-def fit_store(path: str | Path, include_published: bool = True) -> tuple[dict, dict]:
+def fit_store(path: str | Path, include_published: bool = True,
+              exclude_software: tuple[str, ...] = ()) -> tuple[dict, dict]:
     """(artifact document, summary of what was used) from a measurement store."""
     from advisor.survival import fit_lifetimes, load_prior
     from profiler.store import Store, now_iso
 
     with Store(path) as store:
-        features, throughput, measured, skipped = throughput_data(store, include_published)
+        features, throughput, measured, skipped = throughput_data(store, include_published,
+                                                                  exclude_software)
         overheads = overhead_rows(store)
         checkpoints = [r for r in store.rows("checkpoints")
                        if include_published or r["source"] != "published"]
@@ -312,6 +323,7 @@ def fit_store(path: str | Path, include_published: bool = True) -> tuple[dict, d
         "training_data": {
             "sha256": hashlib.sha256(json.dumps(training, sort_keys=True).encode()).hexdigest(),
             "include_published": include_published,
+            "exclude_software": sorted(exclude_software),
             "throughput_configs": len(throughput),
             "models": sorted(set(features["model"].tolist())) if len(throughput) else [],
             "gpus": sorted(set(features["gpu"].tolist())) if len(throughput) else [],

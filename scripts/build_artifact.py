@@ -3,6 +3,10 @@
 A temporary store receives datasets/measurements/*.json (the local sweeps) and
 datasets/published_throughput.csv through the same importers a user runs; `advisor fit` then
 fits on it. Never reads ../shared/reference: third-party data must not enter the artifact.
+NVIDIA's figures from the pytorch-20.06 container (its first Ampere release: A100-40GB
+ResNet-50 at half the speed the 21.03 container reaches on the same silicon) are left out
+with `--exclude-software`: the features carry no software version, so they would read as a
+slow GPU.
 
     .venv/bin/python scripts/build_artifact.py [--output datasets/model_artifact.json]
 """
@@ -17,6 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASETS = ROOT / "datasets"
+SUPERSEDED = "pytorch-20.06"
 
 
 def build(output: Path) -> None:
@@ -30,7 +35,8 @@ def build(output: Path) -> None:
             subprocess.run(advisor + args + ["--store", store, "--format", "json"], check=True,
                            stdout=subprocess.DEVNULL)
         subprocess.run(advisor + ["fit", "--store", store, "--output", str(output),
-                                  "--format", "json"], check=True, stdout=subprocess.DEVNULL)
+                                  "--exclude-software", SUPERSEDED, "--format", "json"],
+                       check=True, stdout=subprocess.DEVNULL)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,10 @@ def evaluate(
         None, "--max-train-workers", min=1,
         help="--split nodes: train on clusters up to this many workers, test on larger "
         "(default: the median size)"),
+    exclude_software: list[str] = typer.Option(
+        [], "--exclude-software", metavar="TEXT",
+        help="leave out trials whose recorded software contains TEXT (repeatable), e.g. a "
+        "superseded container release: `--exclude-software pytorch-20.06`"),
     fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP),
 ) -> None:
     """Cross-validate the throughput model the way it will be used: on models, GPUs or
@@ -38,6 +42,8 @@ def evaluate(
         advisor evaluate --store m.db --split model
 
         advisor evaluate --store m.db --split nodes --max-train-workers 4 --format json
+
+        advisor evaluate --store m.db --split gpu --exclude-software pytorch-20.06
     """
     from advisor.evaluate import EvaluateError
     from advisor.evaluate import evaluate as run
@@ -48,7 +54,8 @@ def evaluate(
         fail(f"no measurement store at {store}; import data first, e.g. "
              f"`advisor data import cmdare PATH --store {store}`")
     try:
-        result = run(store, split, target, include_published, max_train_workers)
+        result = run(store, split, target, include_published, max_train_workers,
+                     tuple(exclude_software))
     except (EvaluateError, FeatureError, StoreError) as exc:
         fail(str(exc))
     if fmt is Format.json:

@@ -19,6 +19,10 @@ def fit(
     include_published: bool = typer.Option(
         True, "--include-published/--no-include-published",
         help="fit on trials with source 'published' (NVIDIA's figures) too"),
+    exclude_software: list[str] = typer.Option(
+        [], "--exclude-software", metavar="TEXT",
+        help="leave out trials whose recorded software contains TEXT (repeatable), e.g. a "
+        "superseded container release: `--exclude-software pytorch-20.06`"),
     fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP),
 ) -> None:
     """Fit throughput, start-up, checkpoint and recovery models and the spot-lifetime model.
@@ -32,6 +36,8 @@ def fit(
         advisor fit --store m.db --output my_artifact.json
 
         advisor fit --store m.db --no-include-published --format json
+
+        advisor fit --store m.db --exclude-software pytorch-20.06
     """
     from advisor.fit import fit_store, write_artifact
 
@@ -42,7 +48,8 @@ def fit(
     from profiler.store import StoreError
 
     try:
-        doc, info = fit_store(store, include_published=include_published)
+        doc, info = fit_store(store, include_published=include_published,
+                              exclude_software=tuple(exclude_software))
     except (StoreError, FeatureError) as exc:
         fail(str(exc))
     for reason, count in sorted(info["skipped"].items()):
