@@ -12,9 +12,11 @@ A training step of one worker costs
 
 and, with parameter servers, no step is faster than the servers can serve all W workers:
 
-    t_server = a_ps_server * 2G * W / (ps * BW_net),   step = (t^P + t_server^P)^(1/P)
+    t_server = (a_ps_server * 2G / BW_net + a_ps_tensor * T) * W / ps
+    step = (t^P + t_server^P)^(1/P)
 
-(a smooth maximum: throughput grows with workers until the servers' links saturate), with F FLOPs per sample (forward + backward), b the per-GPU batch, A activation bytes per
+(a smooth maximum: throughput grows with workers until the servers saturate, on bytes or on
+the per-tensor requests each worker's push and pull make), with F FLOPs per sample (forward + backward), b the per-GPU batch, A activation bytes per
 sample, G gradient bytes, T the model's tensors (a checkpoint's count: two models of equal
 FLOPs run at different speeds when one has four times the layers), N nodes, g GPUs per node,
 W workers. Each coefficient `a` is the
@@ -29,15 +31,18 @@ import numpy as np
 
 # Order of the design-matrix columns; the artifact stores coefficients in this order.
 TERMS = ("compute_fp32", "compute_tensor", "memory", "fixed", "tensor_launch",
-         "tensor_memory", "allreduce_inter", "allreduce_intra", "ps_link", "ps_server")
-WORKER_TERMS = len(TERMS) - 1  # every term but the last adds to a worker's step
+         "tensor_memory", "allreduce_inter", "allreduce_intra", "ps_link", "ps_server",
+         "ps_server_tensor")
+WORKER_TERMS = len(TERMS) - 2  # every term but the last two (the servers') adds to a step
 SMOOTH_MAX_POWER = 4.0
 
 # Prior coefficients: what the fit is pulled towards, and what a term keeps when the training
 # data does not exercise it. Achieved fractions from published ResNet-50 runs (~30% of FP32
 # peak, ~15% of tensor peak), activations read and written ~3 times, 5 ms fixed cost, half of
 # the communication hidden behind backward; per tensor and step ~10 kernels of ~10 us, and
-# ~1 MB per sample of activations read and written (a CIFAR-sized layer, three passes).
+# ~1 MB per sample of activations read and written (a CIFAR-sized layer, three passes); a
+# parameter server handles each tensor's push and pull as requests, ~100 us per tensor and
+# worker (two RPCs of tens of microseconds of server work each).
 PRIOR = {
     "compute_fp32": 1 / 0.35,
     "compute_tensor": 1 / 0.15,
@@ -49,6 +54,7 @@ PRIOR = {
     "allreduce_intra": 0.5,
     "ps_link": 0.5,
     "ps_server": 1.0,
+    "ps_server_tensor": 1e-4,
 }
 
 # GPUs older than Ampere have no TF32 mode: `tf32` runs at their FP32 rate.
@@ -166,14 +172,16 @@ def design_matrix(features: dict) -> np.ndarray:
     tensors = np.nan_to_num(np.asarray(features.get("tensors", np.zeros(len(flops))), float))
     tensor_memory = tensors * _arr(features, "batch_per_gpu") / (
         _arr(features, "gpu_mem_bw_gbps") * 1e9)
+    ps_server_tensor = np.where(ps_sync, tensors * workers / ps_count, 0.0)
     return np.column_stack([compute_fp32, compute_tensor, memory, fixed, tensors,
-                            tensor_memory, inter, intra, ps_link, ps_server]).astype(float)
+                            tensor_memory, inter, intra, ps_link, ps_server,
+                            ps_server_tensor]).astype(float)
 
 
 def combine(design: np.ndarray, theta: np.ndarray) -> np.ndarray:
     """Seconds per step from the design matrix and coefficients (in TERMS order)."""
     worker = design[:, :WORKER_TERMS] @ theta[:WORKER_TERMS]
-    server = design[:, WORKER_TERMS] * theta[WORKER_TERMS]
+    server = design[:, WORKER_TERMS:] @ theta[WORKER_TERMS:]
     return (worker ** SMOOTH_MAX_POWER + server ** SMOOTH_MAX_POWER) ** (1 / SMOOTH_MAX_POWER)
 
 

@@ -86,3 +86,17 @@ def test_tensor_terms_count_layers_and_vanish_when_unknown():
     assert known["tensor_memory"] == pytest.approx(200.0 * 128 / 900e9)
     unknown = terms()  # zoo cards carry no tensor count: the terms add nothing
     assert unknown["tensor_launch"] == unknown["tensor_memory"] == 0.0
+
+
+def test_parameter_servers_saturate_on_per_tensor_requests():
+    t = terms(sync="ps", nodes=8, ps_count=2, tensors=50.0)
+    assert t["ps_server_tensor"] == pytest.approx(50 * 8 / 2)  # tensors x workers / servers
+    assert terms(sync="allreduce", nodes=8, tensors=50.0)["ps_server_tensor"] == 0
+    # Tiny gradients: past a few workers the servers' requests bound the cluster at
+    # ps / (a * tensors) steps/s, whatever the worker count.
+    coef = {"ps_server_tensor": 1e-4, "ps_server": 0.0}
+    big = [config(sync="ps", nodes=n, ps_count=1, tensors=50.0, gradient_bytes=1.0)
+           for n in (16, 64)]
+    steps = [physics.cluster_throughput(f, physics.step_time(f, coef))[0] / 100 for f in big]
+    assert steps[1] == pytest.approx(1 / (1e-4 * 50), rel=0.01)
+    assert steps[0] < steps[1] < 1 / (1e-4 * 50)
