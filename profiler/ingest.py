@@ -101,6 +101,18 @@ def startup_rows(records: list[dict], launches: list[NodeLaunch]) -> list[dict[s
     return rows
 
 
+def running_event(events: list[ProviderEvent], node_id: str, requested_at: float | None
+                  ) -> ProviderEvent | None:
+    """The provider's `running` event of one launch of a node: the first for its id after the
+    request (a replacement VM may carry the name of the one it replaces)."""
+    def running_at(event: ProviderEvent) -> float:
+        return event.detail.get("running_at", event.at)
+
+    mine = [e for e in events if e.node_id == node_id and (
+        requested_at is None or running_at(e) >= requested_at - CLOCK_TICK_S)]
+    return min(mine, key=running_at, default=None)
+
+
 def _launch_of(start: dict, launches: list[NodeLaunch]) -> NodeLaunch | None:
     """The launch an agent start belongs to: its node's latest launch before it."""
     before = [n for n in launches if n.node == start["node"]

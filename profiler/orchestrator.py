@@ -197,7 +197,10 @@ class TrialRun:
         self.revoker = Revoker(provider, self.cluster, trial.revoke_node, trial.revoke_at,
                                on_lost=self._wipe_local_disk)
         self.launched: dict[str, Node] = {}  # every node of the trial, replacements included
-        self.running: dict[str, ProviderEvent] = {}  # node id -> the provider's running event
+        # Every launch of a node, for start-up timing: a replacement VM may reuse its
+        # predecessor's name (GCP), and a re-launch returns the survivors again.
+        self.launches: list[Node] = []
+        self.running: list[ProviderEvent] = []  # the provider's `running` events
         self.records: list[dict] = []
 
     def run(self, store: Store) -> dict[str, Any]:
@@ -236,7 +239,7 @@ class TrialRun:
         trial = self.trial
         self.started = time.time()
         nodes = self.provider.launch(self.cluster)
-        self.launched.update({n.id: n for n in nodes})
+        self._note_launched(nodes)
         ended_at = None
         while True:
             time.sleep(POLL_S)
@@ -253,9 +256,9 @@ class TrialRun:
                 self.display.phase("revoked")
                 nodes = self.revoker.revoke_planned(nodes)
             events = self.provider.poll_events(self.cluster.cluster)
-            self.running.update({e.node_id: e for e in events if e.kind == "running"})
+            self.running += [e for e in events if e.kind == "running"]
             nodes = self.revoker.handle_events(events, nodes)
-            self.launched.update({n.id: n for n in nodes})
+            self._note_launched(nodes)
             if result is not None:
                 self._await_exit()
                 return None
@@ -279,6 +282,11 @@ class TrialRun:
                 self.provider.list(self.cluster.cluster).values()):
             time.sleep(POLL_S)
         self.records = [r for r in self.sink.read_all() if r["t"] >= self.started - 1]
+
+    def _note_launched(self, nodes: list[Node]) -> None:
+        known = {(n.id, n.launched_at) for n in self.launches}
+        self.launches += [n for n in nodes if (n.id, n.launched_at) not in known]
+        self.launched.update({n.id: n for n in nodes})
 
     def _node_zero_exited(self) -> bool:
         return any(r["type"] == "agent_exit" and r["node"] == 0 for r in self.records)
@@ -313,8 +321,9 @@ class TrialRun:
                       "cluster": self.cluster.cluster},
         })
         revocations = [ingest.revocation_row(records, seen) for seen in self.revoker.seen]
-        launches = [ingest.NodeLaunch(n.index, n.launched_at, n.zone, self.running.get(n.id))
-                    for n in self.launched.values()]
+        launches = [ingest.NodeLaunch(n.index, n.launched_at, n.zone,
+                                      ingest.running_event(self.running, n.id, n.launched_at))
+                    for n in self.launches]
         startups = [{**s, "provider": self.provider.name, "region": trial.region,
                      "instance_type": trial.instance_type, "gpu_type": row["gpu_type"],
                      "spot": trial.spot, "recorded_at": now_iso()}

@@ -4,7 +4,7 @@
 import pytest
 
 from cloud.provider import ProviderEvent
-from profiler.ingest import NodeLaunch, startup_rows
+from profiler.ingest import NodeLaunch, running_event, startup_rows
 from profiler.records import make
 
 
@@ -64,3 +64,12 @@ def test_a_replacement_is_matched_to_its_own_launch():
         (0, False), (1, False), (1, True)]
     assert [r["provisioning_s"] for r in rows] == pytest.approx([0.2, 0.3, 1.0])
     assert [r["first_step_s"] for r in rows] == pytest.approx([4.8, 4.7, 9.0])
+
+
+def test_a_replacement_vm_with_its_predecessors_name_gets_its_own_running_event():
+    first = ProviderEvent("vm-1", "running", 130.0, {"running_at": 130.0})
+    second = ProviderEvent("vm-1", "running", 260.0, {"running_at": 260.0})
+    assert running_event([second, first], "vm-1", 100.0) is first
+    assert running_event([first, second], "vm-1", 200.0) is second
+    assert running_event([first], "vm-1", 200.0) is None  # not the replacement's
+    assert running_event([first], "vm-0", 100.0) is None

@@ -13,6 +13,7 @@ pytest.importorskip("google.cloud.compute_v1")
 
 from fakes.gcp import fake_gcp
 
+from profiler.ingest import running_event
 from profiler.orchestrator import TrialRun
 from profiler.progress import SweepDisplay
 from profiler.records import Recorder
@@ -74,7 +75,7 @@ def test_startup_rows_carry_gcp_phases(tmp_path):
     assert sorted(s["node"] for s in startups) == [0, 1]
     for start in startups:
         node = nodes[start["node"]]
-        running = run.running[node.id]
+        running = running_event(run.running, node.id, node.launched_at)
         agent = next(r for r in records if r["type"] == "agent_start"
                      and r["node"] == start["node"])
         step = next(r for r in records if r["type"] == "first_step"
