@@ -134,7 +134,8 @@ class SweepSpec(_Strict):
         at = self.revocation.at_seconds if self.revocation else None
         if at is not None and at >= self.max_seconds:
             raise ValueError(f"revocation.at_seconds {at:g} must be below max_seconds "
-                             f"{self.max_seconds:g}: measuring stops then")
+                             f"{self.max_seconds:g}, the measurement's length; raise "
+                             "max_seconds or revoke sooner")
         if self.revocation and self.revocation.node >= max(self.nodes):
             raise ValueError(
                 f"revocation.node {self.revocation.node} does not exist in clusters of at most "
