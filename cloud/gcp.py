@@ -4,10 +4,17 @@ Nodes boot a Deep Learning VM image whose startup script (cloud/bootstrap.py) st
 agent; results go to a bucket, so no inbound SSH is ever opened. A node deletes itself after
 `max_run_seconds` (max_run_duration + DELETE) should the orchestrator die. Clients are passed
 in; without them Application Default Credentials are used.
+
+A replacement VM gets a name of its own (`...-<node>-r<generation>`), so its events and
+start-up times are never confused with its predecessor's. A replaced node 0 asks for its
+predecessor's internal address, which the survivors were told to rendezvous on; should GCP
+refuse it (the address was taken meanwhile, or the replacement lands in another region), the
+replacement gets a new address and the survivors keep pointing at the old one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from datetime import datetime
@@ -36,6 +43,8 @@ DEFAULT_IMAGE = (
 )
 DEFAULT_ZONES = ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f")
 NAME_PREFIX = "gpuadv-"
+# 63 characters at most: prefix, cluster stem, "-<node>-r<generation>" (up to 12 characters).
+STEM_CHARS = 44
 STOCKOUT_CODES = ("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
 PREEMPTED_OPERATION = "compute.instances.preempted"
 # GPUs attached to N1 machines as guest accelerators.
@@ -109,8 +118,28 @@ def accelerators(spec: ClusterSpec) -> list[tuple[str, int]]:
     return [(N1_ACCELERATORS[spec.gpu_type], spec.gpus_per_node)]
 
 
-def instance_name(cluster: str, node: int) -> str:
-    return f"{NAME_PREFIX}{cluster.replace('_', '-')[:50]}-{node}"
+def _stem(cluster: str) -> str:
+    """The cluster's part of its instance names; a long one keeps a hash of the whole, so
+    clusters that differ only at the end (the trial id) never share names."""
+    text = cluster.replace("_", "-")
+    if len(text) > STEM_CHARS:
+        text = f"{text[:STEM_CHARS - 7]}-{hashlib.sha1(text.encode()).hexdigest()[:6]}"
+    return NAME_PREFIX + text
+
+
+def instance_name(cluster: str, node: int, generation: int = 0) -> str:
+    """Generation 0 is the node's first VM; each replacement of it counts one up."""
+    return f"{_stem(cluster)}-{node}" + (f"-r{generation}" if generation else "")
+
+
+def _name_pattern(cluster: str) -> str:
+    """RE2 (GCP's filter syntax) matching every instance name of the cluster."""
+    return re.escape(_stem(cluster)) + "-[0-9]+(-r[0-9]+)?"
+
+
+def _generation(name: str) -> int:
+    found = re.search(r"-r(\d+)$", name)
+    return int(found[1]) if found else 0
 
 
 def _timestamp(text: str) -> float | None:
@@ -138,7 +167,8 @@ class GcpProvider(Provider):
         self.region = region
         self._instances, self._operations = instances, zone_operations
         self._install, self._clock = install, clock
-        self._nodes: dict[str, list[Node]] = {}  # cluster -> nodes this process launched
+        self._nodes: dict[str, list[Node]] = {}  # cluster -> its current nodes
+        self._launched: dict[str, Node] = {}  # instance name -> every node this process launched
         self._seen: dict[str, dict[str, float]] = {}  # node -> status -> first seen
         self._reported: set[tuple[str, str]] = set()  # (node or operation, kind)
 
@@ -172,7 +202,9 @@ class GcpProvider(Provider):
         region = spec.region or self.region
         return tuple(f"{region}-{z}" for z in "abcf") if region else DEFAULT_ZONES
 
-    def instance_body(self, spec: ClusterSpec, node: int, zone: str, rendezvous: str | None):
+    def instance_body(self, spec: ClusterSpec, node: int, zone: str, rendezvous: str | None,
+                      *, name: str | None = None, address: str | None = None):
+        """The insert body; `address` asks for that internal address (a replaced node 0's)."""
         compute_v1 = _compute()
         script = startup_script(
             spec, node, provider=self.name, rendezvous_host=rendezvous, install=self._install,
@@ -181,7 +213,7 @@ class GcpProvider(Provider):
         labels = spec.labels(node)
         check_no_credentials(repr(labels), "labels")
         return compute_v1.Instance(
-            name=instance_name(spec.cluster, node),
+            name=name or instance_name(spec.cluster, node),
             machine_type=f"zones/{zone}/machineTypes/{spec.instance_type}",
             labels=labels,
             disks=[
@@ -197,6 +229,7 @@ class GcpProvider(Provider):
             network_interfaces=[
                 compute_v1.NetworkInterface(
                     network="global/networks/default",
+                    network_i_p=address,
                     access_configs=[compute_v1.AccessConfig(name="External NAT")],
                 )
             ],
@@ -250,37 +283,84 @@ class GcpProvider(Provider):
     # -- launch ---------------------------------------------------------------------------
 
     def launch(self, spec: ClusterSpec) -> list[Node]:
+        """Launch the nodes the cluster lacks: the first time all of them, after a revocation
+        the replacement only. Healthy nodes are returned as they are (same name, same
+        launched_at) and get no insert."""
         accelerators(spec)  # a bad machine/GPU pair fails before any request
+        live = self._live_nodes(spec)
+        zones = self._zones(spec)
+        if live:  # replacements go where the survivors are, if they can
+            home = live[min(live)].zone
+            zones = (home, *(z for z in zones if z != home))
         stockouts = []
-        for zone in self._zones(spec):
+        for zone in zones:
             try:
-                nodes = self._launch_in_zone(spec, zone)
+                nodes = self._launch_in_zone(spec, zone, live)
             except CapacityError as exc:
                 stockouts.append(f"{zone} ({exc})")
                 continue
             self._nodes[spec.cluster] = nodes
             return nodes
         raise CapacityError(
-            f"no capacity for {spec.nodes} x {spec.instance_type} in {', '.join(stockouts)}; "
-            "add zones to the spec or try another GPU type"
+            f"no capacity for {spec.nodes - len(live)} x {spec.instance_type} in "
+            f"{', '.join(stockouts)}; add zones to the spec or try another GPU type"
         )
 
-    def _launch_in_zone(self, spec: ClusterSpec, zone: str) -> list[Node]:
-        # Node 0 first: the others rendezvous on its internal address.
-        nodes = [self._insert(spec, 0, zone, None)]
-        try:
-            for index in range(1, spec.nodes):
-                nodes.append(self._insert(spec, index, zone, nodes[0].internal_address))
-        except CapacityError:
-            self.terminate(nodes)  # a partial cluster is useless; try the next zone whole
-            raise
-        return nodes
+    def _live_nodes(self, spec: ClusterSpec) -> dict[int, Node]:
+        """The cluster's nodes whose VM is pending or running, by index."""
+        now = self._clock()
+        live: dict[int, Node] = {}
+        for instance in self._cluster_instances(spec.cluster):
+            self._seen.setdefault(instance.name, {}).setdefault(instance.status, now)
+            index = int(instance.labels.get(NODE_LABEL, -1))
+            if STATES.get(instance.status) not in (NodeState.PENDING, NodeState.RUNNING):
+                continue
+            if not 0 <= index < spec.nodes:
+                continue
+            if index in live and _generation(live[index].id) > _generation(instance.name):
+                continue
+            if instance.name not in self._launched:  # launched by an earlier process
+                self._launched[instance.name] = self._node(spec, index, instance)
+            live[index] = self._launched[instance.name]
+        return live
 
-    def _insert(self, spec: ClusterSpec, index: int, zone: str, rendezvous: str | None) -> Node:
+    def _launch_in_zone(self, spec: ClusterSpec, zone: str, live: dict[int, Node]) -> list[Node]:
+        nodes, new = dict(live), []
+        try:
+            # Node 0 first: the others rendezvous on its internal address.
+            for index in range(spec.nodes):
+                if index not in nodes:
+                    nodes[index] = self._insert_next(spec, index, zone, nodes)
+                    new.append(nodes[index])
+        except CapacityError:
+            self.terminate(new)  # a partial cluster is useless; try the next zone whole
+            raise
+        return [nodes[i] for i in range(spec.nodes)]
+
+    def _insert_next(self, spec: ClusterSpec, index: int, zone: str, nodes: dict[int, Node]):
+        """Insert the node's next generation; a new node 0 asks for its predecessor's address."""
+        earlier = [n for n in self._launched.values()
+                   if n.cluster == spec.cluster and n.index == index]
+        generation = 1 + max((_generation(n.id) for n in earlier), default=-1)
+        name = instance_name(spec.cluster, index, generation)
+        rendezvous = nodes[0].internal_address if index else None
+        previous = max(earlier, key=lambda n: _generation(n.id), default=None)
+        same_subnet = previous and previous.region == zone.rsplit("-", 1)[0]
+        if index == 0 and same_subnet and previous.internal_address:
+            try:
+                return self._insert(spec, index, zone, None, name, previous.internal_address)
+            except (CapacityError, QuotaError, CredentialsError):
+                raise
+            except ProviderError:
+                pass  # the address is taken: the survivors will not find the new node 0
+        return self._insert(spec, index, zone, rendezvous, name)
+
+    def _insert(self, spec: ClusterSpec, index: int, zone: str, rendezvous: str | None,
+                name: str, address: str | None = None) -> Node:
         from google.api_core import exceptions
 
         instances, _ = self._clients()
-        body = self.instance_body(spec, index, zone, rendezvous)
+        body = self.instance_body(spec, index, zone, rendezvous, name=name, address=address)
         launched_at = self._clock()
         try:
             operation = instances.insert_unary(
@@ -291,20 +371,27 @@ class GcpProvider(Provider):
             pass  # it exists already: launch is idempotent
         except exceptions.GoogleAPICallError as exc:
             raise self._api_error(exc, spec, zone) from None
-        found = instances.get(project=self.project, zone=zone, instance=body.name)
-        self._seen.setdefault(body.name, {}).setdefault(found.status, self._clock())
-        address = found.network_interfaces[0].network_i_p if found.network_interfaces else None
+        found = instances.get(project=self.project, zone=zone, instance=name)
+        self._seen.setdefault(name, {}).setdefault(found.status, self._clock())
+        node = self._node(spec, index, found, launched_at)
+        self._launched[name] = node
+        return node
+
+    def _node(self, spec: ClusterSpec, index: int, instance, launched_at: float | None = None):
+        """A Node for an instance; one this process did not launch dates from its creation."""
+        zone = instance.zone.rsplit("/", 1)[-1]
+        address = instance.network_interfaces[0].network_i_p if instance.network_interfaces else None
         return Node(
             provider=self.name,
             cluster=spec.cluster,
             index=index,
-            id=body.name,
+            id=instance.name,
             region=zone.rsplit("-", 1)[0],
             zone=zone,
             internal_address=address or None,
             spot=spec.spot,
-            launched_at=launched_at,
-            labels=dict(found.labels),
+            launched_at=launched_at or _timestamp(instance.creation_timestamp),
+            labels=dict(instance.labels),
         )
 
     def _wait(self, operation, zone: str) -> None:
@@ -348,8 +435,7 @@ class GcpProvider(Provider):
         return found
 
     def _cluster_instances(self, cluster: str) -> list[Any]:
-        prefix = re.escape(instance_name(cluster, 0)[:-1])
-        return self._find(f'name eq "{prefix}[0-9]+"')
+        return self._find(f'name eq "{_name_pattern(cluster)}"')
 
     def list(self, cluster: str) -> dict[str, NodeState]:
         return {i.name: STATES.get(i.status, NodeState.PENDING) for i in self._cluster_instances(cluster)}
@@ -364,7 +450,7 @@ class GcpProvider(Provider):
             seen = self._seen.setdefault(instance.name, {})
             seen.setdefault(instance.status, now)
             if instance.status == "RUNNING" and self._first(instance.name, "running"):
-                events.append(self._running_event(cluster, instance, seen, now))
+                events.append(self._running_event(instance, seen, now))
             elif STATES.get(instance.status) is NodeState.TERMINATED and instance.name not in preempted:
                 if self._first(instance.name, "terminated"):
                     events.append(ProviderEvent(instance.name, "terminated", now))
@@ -380,10 +466,10 @@ class GcpProvider(Provider):
         self._reported.add((key, kind))
         return True
 
-    def _running_event(self, cluster: str, instance, seen: dict[str, float], now: float):
+    def _running_event(self, instance, seen: dict[str, float], now: float):
         """Start-up phases as CM-DARE split them, from what GCP and our polls saw."""
-        launched = next((n.launched_at for n in self._nodes.get(cluster, []) if n.id == instance.name), None)
-        launched = launched or _timestamp(instance.creation_timestamp)
+        node = self._launched.get(instance.name)
+        launched = (node and node.launched_at) or _timestamp(instance.creation_timestamp)
         running = _timestamp(instance.last_start_timestamp) or seen.get("RUNNING", now)
         staged = seen.get("STAGING")
         detail = {
@@ -396,8 +482,10 @@ class GcpProvider(Provider):
 
     def _preemptions(self, cluster: str) -> list[ProviderEvent]:
         _, operations = self._clients()
-        names = {n.id for n in self._nodes.get(cluster, [])}
-        zones = {n.zone for n in self._nodes.get(cluster, [])}
+        # Every VM the cluster had: an injected revocation is followed by its replacement
+        # before GCP's preemption operation is read.
+        mine = [n for n in self._launched.values() if n.cluster == cluster]
+        names, zones = {n.id for n in mine}, {n.zone for n in mine}
         events = []
         for zone in sorted(zones):
             query = {"project": self.project, "zone": zone,

@@ -4,6 +4,10 @@ answers (operations, stock-outs, quota, preemption)."""
 
 from __future__ import annotations
 
+import copy
+import re
+from datetime import datetime
+
 import pytest
 
 pytest.importorskip("google.cloud.compute_v1")
@@ -44,6 +48,7 @@ def test_insert_request_is_exact(gcp):
     assert [r.path for r in inserts] == [INSERT.format(zone="us-central1-a")] * 2
     body = inserts[0].body
     assert body["name"] == "gpuadv-s1-t1-0"
+    assert "networkIP" not in body["networkInterfaces"][0]  # GCP picks the address
     assert body["machineType"] == "zones/us-central1-a/machineTypes/n1-standard-8"
     assert body["guestAccelerators"] == [{
         "acceleratorType": "zones/us-central1-a/acceleratorTypes/nvidia-tesla-t4",
@@ -122,8 +127,104 @@ def test_launch_is_idempotent(gcp):
     provider, fake = gcp
     first = provider.launch(spec())
     again = provider.launch(spec())
-    assert [n.id for n in again] == [n.id for n in first]
-    assert len(fake.instances) == 2
+    assert again == first  # same names, addresses and launched_at
+    assert len(fake.calls("POST", "/instances")) == 2 and len(fake.instances) == 2
+
+
+def test_another_process_adopts_the_running_cluster(gcp):
+    provider, fake = gcp
+    first = provider.launch(spec())
+    other = GcpProvider("test-project", instances=provider._instances,
+                        zone_operations=provider._operations)
+    adopted = other.launch(spec())
+    assert [(n.id, n.internal_address) for n in adopted] == [
+        (n.id, n.internal_address) for n in first]
+    assert len(fake.calls("POST", "/instances")) == 2
+    created = fake.instances[("us-central1-a", first[0].id)]["creationTimestamp"]
+    assert adopted[0].launched_at == datetime.fromisoformat(created).timestamp()
+
+
+def poll_until_running(provider, cluster: str, ids: set[str]) -> list:
+    events = []
+    for _ in range(4):
+        events += provider.poll_events(cluster)
+    assert {e.node_id for e in events if e.kind == "running"} >= ids
+    return events
+
+
+def test_replacement_gets_a_name_and_running_event_of_its_own(gcp):
+    provider, fake = gcp
+    nodes = provider.launch(spec())
+    cluster = nodes[0].cluster
+    poll_until_running(provider, cluster, {n.id for n in nodes})
+    provider.terminate([nodes[1]])  # what the orchestrator does with a revoked node
+    again = provider.launch(spec())
+    inserts = fake.calls("POST", "/instances")
+    assert [r.body["name"] for r in inserts] == [
+        "gpuadv-s1-t1-0", "gpuadv-s1-t1-1", "gpuadv-s1-t1-1-r1"]
+    assert again[0] is nodes[0]  # the survivor keeps its launched_at
+    assert again[1].id == "gpuadv-s1-t1-1-r1" and again[1].launched_at > nodes[1].launched_at
+    script = {i["key"]: i["value"] for i in inserts[2].body["metadata"]["items"]}
+    assert f'"rendezvous_host": "{nodes[0].internal_address}"' in script["startup-script"]
+    events = poll_until_running(provider, cluster, {again[1].id})
+    [running] = [e for e in events if e.kind == "running"]
+    assert running.node_id == again[1].id
+    assert again[1].launched_at <= running.detail["running_at"] + 0.001
+    assert running.detail["staging_s"] >= 0 and running.detail["provisioning_s"] >= 0
+    assert not [e for e in events if e.kind == "terminated"]
+    assert provider.list(cluster) == {nodes[0].id: NodeState.RUNNING,
+                                      again[1].id: NodeState.RUNNING}
+    provider.terminate([again[1]])
+    assert provider.launch(spec())[1].id == "gpuadv-s1-t1-1-r2"
+
+
+def test_injected_revocation_is_reported_under_the_old_name(gcp):
+    provider, _ = gcp
+    nodes = provider.launch(spec())
+    provider.revoke(nodes[1])
+    provider.terminate([nodes[1]])
+    again = provider.launch(spec())
+    events = provider.poll_events(nodes[0].cluster)
+    assert [e.node_id for e in events if e.kind == "preempted"] == [nodes[1].id]
+    assert again[1].id != nodes[1].id
+
+
+def test_replaced_node_0_keeps_the_rendezvous_address(gcp):
+    provider, fake = gcp
+    nodes = provider.launch(spec())
+    provider.terminate([nodes[0]])
+    again = provider.launch(spec())
+    insert = fake.calls("POST", "/instances")[-1].body
+    assert insert["name"] == "gpuadv-s1-t1-0-r1"
+    assert insert["networkInterfaces"][0]["networkIP"] == nodes[0].internal_address
+    assert again[0].internal_address == nodes[0].internal_address
+    assert again[1] is nodes[1]
+
+
+def test_replaced_node_0_takes_a_new_address_when_its_old_one_is_taken(gcp):
+    provider, fake = gcp
+    nodes = provider.launch(spec())
+    provider.terminate([nodes[0]])
+    squatter = copy.deepcopy(fake.instances[("us-central1-a", nodes[1].id)])
+    squatter.update(name="someone-else", labels={})
+    squatter["networkInterfaces"][0]["networkIP"] = nodes[0].internal_address
+    fake.instances[("us-central1-a", "someone-else")] = squatter
+    again = provider.launch(spec())
+    inserts = fake.calls("POST", "/instances")[2:]
+    assert [r.body["name"] for r in inserts] == ["gpuadv-s1-t1-0-r1"] * 2
+    assert "networkIP" not in inserts[1].body["networkInterfaces"][0]
+    assert again[0].internal_address not in (None, nodes[0].internal_address)
+
+
+def test_stockout_during_a_replacement_spares_the_survivors(gcp):
+    provider, fake = gcp
+    nodes = provider.launch(spec(nodes=3))
+    provider.terminate([nodes[1], nodes[2]])
+    fake.stockout_zones.add("us-central1-a")
+    again = provider.launch(spec(nodes=3))
+    assert again[0] is nodes[0]
+    assert [n.zone for n in again[1:]] == ["us-central1-b"] * 2
+    assert ("us-central1-a", nodes[0].id) in fake.instances
 
 
 def test_preemption_from_simulated_maintenance(gcp):
@@ -192,6 +293,9 @@ def test_missing_credentials_is_a_clear_error(monkeypatch, tmp_path):
 
 
 def test_instance_names_are_valid_gcp_names():
-    name = instance_name("x" * 63, 12)
-    assert len(name) <= 63 and name.endswith("-12")
+    name = instance_name("x" * 63, 12, generation=99999)
+    assert len(name) <= 63 and name.endswith("-12-r99999")
+    assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name)
     assert instance_name("a_b", 0) == "gpuadv-a-b-0"
+    # Long clusters that differ only in their trial id keep names of their own.
+    assert instance_name("s" * 60 + "-t1", 0) != instance_name("s" * 60 + "-t2", 0)

@@ -4,7 +4,9 @@ with responses shaped like GCP's own (gcp_responses/*.json, the documented v1 fo
 just enough state for instances to be created, listed, preempted and deleted.
 
 Scripted failures: `stockout_zones` (the insert operation ends ZONE_RESOURCE_POOL_EXHAUSTED),
-`quota_zones` (it ends QUOTA_EXCEEDED). Every request is kept in `requests`.
+`quota_zones` (it ends QUOTA_EXCEEDED). Internal addresses are never handed out twice unless
+an insert asks for a free one by `networkIP` (one in use ends IP_IN_USE_BY_ANOTHER_RESOURCE).
+Every request is kept in `requests`.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class FakeCompute:
     instances: dict[tuple[str, str], dict] = field(default_factory=dict)  # (zone, name)
     operations: dict[str, dict] = field(default_factory=dict)
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+    _addresses: itertools.count = field(default_factory=lambda: itertools.count(2))
 
     def calls(self, method: str, suffix: str = "") -> list[Request]:
         return [r for r in self.requests if r.method == method and r.path.endswith(suffix)]
@@ -66,21 +69,28 @@ class FakeCompute:
     def _finish(self, op: dict) -> dict:
         op.update(status="DONE", progress=100, endTime=op["startTime"])
         if op["_failure"]:
-            op.update(recorded(op["_failure"], PROJECT="project", ZONE=_zone_of(op)))
+            op.update(recorded(op["_failure"], PROJECT="project", ZONE=_zone_of(op),
+                               ADDRESS=op.get("_address", "")))
         return op
 
     def insert(self, project, zone, body) -> tuple[int, dict]:
         name = body["name"]
         if (zone, name) in self.instances:
             return 409, recorded("error_conflict", PROJECT=project, ZONE=zone, NAME=name)
+        wanted = body.get("networkInterfaces", [{}])[0].get("networkIP")
+        in_use = {nic["networkIP"] for i in self.instances.values()
+                  for nic in i.get("networkInterfaces", [])}
         failure = "operation_stockout" if zone in self.stockout_zones else (
-            "operation_quota" if zone in self.quota_zones else None)
+            "operation_quota" if zone in self.quota_zones else
+            "operation_ip_in_use" if wanted in in_use else None)
         op = self._operation(project, zone, name, failure=failure)
         if failure:
+            op["_address"] = wanted or ""
             return 200, _public(op)
         instance = recorded("instance", PROJECT=project, ZONE=zone, NAME=name,
-                            REGION=zone.rsplit("-", 1)[0], ADDRESS=str(len(self.instances) + 2))
-        address = instance["networkInterfaces"][0]["networkIP"]
+                            REGION=zone.rsplit("-", 1)[0], ADDRESS=str(next(self._addresses)))
+        address = wanted or instance["networkInterfaces"][0]["networkIP"]
+        body = copy.deepcopy(body)  # the request as sent stays in `requests`
         instance.update({k: v for k, v in body.items() if k != "name"}, name=name,
                         creationTimestamp=_now())
         for nic in instance.get("networkInterfaces", []):
