@@ -197,8 +197,8 @@ class TrialRun:
         self.revoker = Revoker(provider, self.cluster, trial.revoke_node, trial.revoke_at,
                                on_lost=self._wipe_local_disk)
         self.launched: dict[str, Node] = {}  # every node of the trial, replacements included
-        # Every launch of a node, for start-up timing: a replacement VM may reuse its
-        # predecessor's name (GCP), and a re-launch returns the survivors again.
+        # Every launch of a node, for start-up timing: a re-launch returns the survivors
+        # again, and a provider need not give a replacement a fresh id.
         self.launches: list[Node] = []
         self.running: list[ProviderEvent] = []  # the provider's `running` events
         self.records: list[dict] = []
