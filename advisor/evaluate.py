@@ -2,7 +2,8 @@
 small clusters and test on larger ones, or random k-fold.
 
 Every held-out prediction goes through the same path as production: fit (with its own
-calibration, on the training part only) -> artifact section -> `Artifact.predict`. A plain
+calibration and its hyperparameters chosen by inner cross-validation, on the training part
+only) -> artifact section -> `Artifact.predict`. A plain
 log-linear regression (the kind CM-DARE's paper and its successors fitted) is scored on the
 same folds as a baseline.
 """
@@ -89,7 +90,7 @@ def evaluate(store: str | Path, split: str, target: str = "throughput",
     if len(throughput) == 0:
         raise EvaluateError(f"{store} holds no GPU throughput measurements with model "
                             "features; import some (`advisor data import cmdare|runs|published`)")
-    rows, groups = [], []
+    rows, groups, priors = [], [], {}
     for name, train, test in folds(features, split, max_train_workers):
         spec = fit_throughput(take(features, train), throughput[train], measured={})
         predicted = Artifact({"throughput": spec}).predict("throughput", take(features, test))
@@ -111,11 +112,12 @@ def evaluate(store: str | Path, split: str, target: str = "throughput",
                 "provenance": str(predicted.provenance[i]),
             })
         groups.append(name)
-    return summarise(rows, groups, split, target, skipped)
+        priors[name] = spec["priors"]["ps_server_tensor"]
+    return summarise(rows, groups, split, target, skipped, priors)
 
 
 def summarise(rows: list[dict], groups: list[str], split: str, target: str,
-              skipped: dict) -> dict:
+              skipped: dict, priors: dict[str, float]) -> dict:
     def ape(key: str, subset: list[dict]) -> float:
         return float(np.mean([abs(r[key] / r["measured"] - 1) for r in subset]) * 100)
 
@@ -126,6 +128,7 @@ def summarise(rows: list[dict], groups: list[str], split: str, target: str,
             "group": name, "n": len(subset), "mape": ape("predicted", subset),
             "baseline_mape": ape("baseline", subset),
             "coverage": float(np.mean([r["lo"] <= r["measured"] <= r["hi"] for r in subset])),
+            "ps_tensor_prior": priors[name],  # chosen on this fold's training part
         })
     return {
         "split": split, "target": target, "n": len(rows),

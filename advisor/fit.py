@@ -29,6 +29,10 @@ PRIOR_STRENGTH = 1.0
 # The correction's ridge penalty is chosen inside each fit by leave-one-model-out on that
 # fit's own training data (nested in any evaluation), from this grid; few models: the largest.
 RIDGE_ALPHAS = (0.1, 1.0, 10.0, 100.0, 1000.0)
+# The parameter servers' per-tensor prior (seconds a tensor and worker) is chosen the same way
+# when the training data exercise it: its first value (100 us) was read off CM-DARE rows that
+# sit in the evaluation folds, so no figure may rest on it. Log grid, 10 us to 1 ms.
+PS_TENSOR_PRIORS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3)
 CORRECTION_INPUTS = ("log_flops", "log_batch", "log_peak", "log_workers", "log_intensity")
 MISCOVERAGE = 0.1  # 90% intervals
 SEED = 0
@@ -88,13 +92,16 @@ def throughput_data(store, include_published: bool = True, exclude_software=()):
         measured, skipped
 
 
-def fit_throughput_core(features: dict, throughput: np.ndarray) -> dict:
-    """Physical coefficients and the log-linear correction (no intervals)."""
+def fit_throughput_core(features: dict, throughput: np.ndarray,
+                        priors: dict | None = None) -> dict:
+    """Physical coefficients and the log-linear correction (no intervals); `priors` replace
+    some of `physics.PRIOR`."""
     from scipy.optimize import least_squares
 
     log_seconds = np.log(step_seconds(features, throughput))
     X = physics.design_matrix(features)
-    log_prior = np.log([physics.PRIOR[t] for t in physics.TERMS])
+    prior = {**physics.PRIOR, **(priors or {})}
+    log_prior = np.log([prior[t] for t in physics.TERMS])
     weight = math.sqrt(PRIOR_STRENGTH)
 
     # Log error of each configuration, plus one row per coefficient pulling it towards its
@@ -146,12 +153,33 @@ def ridge_alpha(z: np.ndarray, residual: np.ndarray, models) -> float:
     return float(RIDGE_ALPHAS[int(np.argmin(errors))])
 
 
+def ps_tensor_prior(features: dict, throughput: np.ndarray) -> tuple[float, str]:
+    """(prior of `ps_server_tensor`, how it was chosen): the grid value with the least
+    leave-one-model-out absolute log error on this data when parameter-server rows of 3 or
+    more models with tensor counts exercise the term; otherwise the stated physics prior."""
+    from sklearn.model_selection import LeaveOneGroupOut
+
+    models = np.asarray(features["model"]) if len(throughput) else np.array([])
+    exercised = (physics.design_matrix(features)[:, physics.TERMS.index("ps_server_tensor")] > 0
+                 if len(throughput) else np.zeros(0, bool))
+    if len(np.unique(models[exercised])) < 3:
+        return physics.PRIOR["ps_server_tensor"], "physics prior (term not exercised)"
+    errors = [np.abs(out_of_fold(features, throughput, LeaveOneGroupOut(), groups=models,
+                                 priors={"ps_server_tensor": value})).mean()
+              for value in PS_TENSOR_PRIORS]
+    return PS_TENSOR_PRIORS[int(np.argmin(errors))], "inner leave-one-model-out"
+
+
 def fit_throughput(features: dict, throughput: np.ndarray, measured: dict) -> dict:
-    """The artifact's `throughput` section: core fit, seen configurations, calibration."""
-    spec = fit_throughput_core(features, throughput) if len(throughput) else {
+    """The artifact's `throughput` section: core fit, seen configurations, calibration.
+    Hyperparameters are chosen on `features` alone, so a held-out fold never informs them."""
+    value, chosen_by = ps_tensor_prior(features, throughput)
+    priors = {"ps_server_tensor": value}
+    spec = fit_throughput_core(features, throughput, priors) if len(throughput) else {
         "coefficients": dict(physics.PRIOR), "correction": fit_correction(features, np.array([]))}
+    spec["priors"] = {"ps_server_tensor": value, "chosen_by": chosen_by}
     spec["seen"] = {"configs": measured, "model_gpu": seen_ranges(features)}
-    spec["calibration"] = calibrate(features, throughput)
+    spec["calibration"] = calibrate(features, throughput, priors)
     return spec
 
 
@@ -174,11 +202,12 @@ def seen_ranges(features: dict) -> dict[str, list[float]]:
     return dict(sorted(out.items()))
 
 
-def out_of_fold(features: dict, throughput: np.ndarray, splitter, groups=None) -> np.ndarray:
+def out_of_fold(features: dict, throughput: np.ndarray, splitter, groups=None,
+                priors: dict | None = None) -> np.ndarray:
     """log(measured / predicted) for every row, each predicted by a fit that never saw it."""
     residual = np.full(len(throughput), np.nan)
     for train, test in splitter.split(throughput, groups=groups):
-        core = fit_throughput_core(take(features, train), throughput[train])
+        core = fit_throughput_core(take(features, train), throughput[train], priors)
         spec = {**core, "seen": {"configs": {}, "model_gpu": {}},
                 "calibration": {"extrapolated": [0.0, 0.0]}}
         predicted = predict_throughput(spec, take(features, test))
@@ -186,20 +215,21 @@ def out_of_fold(features: dict, throughput: np.ndarray, splitter, groups=None) -
     return residual
 
 
-def calibrate(features: dict, throughput: np.ndarray) -> dict[str, list[float]]:
+def calibrate(features: dict, throughput: np.ndarray,
+              priors: dict | None = None) -> dict[str, list[float]]:
     """Split-conformal log-residual quantiles: random folds for interpolation, whole models
-    held out for extrapolation."""
+    held out for extrapolation (fits under the hyperparameters chosen on the same data)."""
     from sklearn.model_selection import KFold, LeaveOneGroupOut
 
     out = {name: [-s, s] for name, s in DEFAULT_SPREAD.items()}
     n = len(throughput)
     if n >= 10:
         folds = KFold(n_splits=5, shuffle=True, random_state=SEED)
-        out["interpolated"] = conformal(out_of_fold(features, throughput, folds))
+        out["interpolated"] = conformal(out_of_fold(features, throughput, folds, priors=priors))
     models = np.asarray(features["model"]) if n else np.array([])
     if n >= 10 and len(np.unique(models)) >= 3:
         out["extrapolated"] = conformal(
-            out_of_fold(features, throughput, LeaveOneGroupOut(), groups=models))
+            out_of_fold(features, throughput, LeaveOneGroupOut(), groups=models, priors=priors))
     # Less evidence never gets a narrower interval.
     for weaker, stronger in (("interpolated", "measured"), ("extrapolated", "interpolated")):
         out[weaker] = [min(out[weaker][0], out[stronger][0]), max(out[weaker][1], out[stronger][1])]

@@ -139,3 +139,23 @@ def test_fit_command_writes_an_artifact_and_fails_cleanly(tmp_path):
     assert missing.returncode == 2
     assert missing.stderr.startswith("error: no measurement store") and "Traceback" not in \
         missing.stderr
+
+
+def test_ps_tensor_prior_is_chosen_on_the_training_data_only():
+    from advisor.fit import fit_throughput
+
+    tensors = {"small": 20, "mid": 60, "big": 160, "wide": 40, "deep": 300}
+    rows = [row(m, g, n, 1, "fp32") | {"sync": "ps", "tensors": tensors[m]}
+            for m in MODELS for g in ("T4", "V100") for n in (1, 2, 4, 8)]
+    features = to_arrays(rows)
+    # Servers that spend 1 ms a tensor and worker, ten times the fallback prior.
+    truth = {**TRUE, "ps_server_tensor": 1e-3}
+    measured = physics.cluster_throughput(features, physics.step_time(features, truth))
+    spec = fit_throughput(features, measured, {})
+    assert spec["priors"] == {"ps_server_tensor": 1e-3, "chosen_by": "inner leave-one-model-out"}
+    assert spec["coefficients"]["ps_server_tensor"] == pytest.approx(1e-3, rel=0.05)
+    # All-reduce data never exercise the term: the stated physics prior stays, and says so.
+    allreduce = [row(m, "T4", n, 1, "fp32") for m in MODELS for n in (1, 2)]
+    spec = fit_throughput(to_arrays(allreduce), true_throughput(allreduce), {})
+    assert spec["priors"]["ps_server_tensor"] == physics.PRIOR["ps_server_tensor"]
+    assert spec["priors"]["chosen_by"].startswith("physics prior")
