@@ -112,12 +112,12 @@ def evaluate(store: str | Path, split: str, target: str = "throughput",
                 "provenance": str(predicted.provenance[i]),
             })
         groups.append(name)
-        priors[name] = spec["priors"]["ps_server_tensor"]
+        priors[name] = spec["priors"]["values"]
     return summarise(rows, groups, split, target, skipped, priors)
 
 
 def summarise(rows: list[dict], groups: list[str], split: str, target: str,
-              skipped: dict, priors: dict[str, float]) -> dict:
+              skipped: dict, priors: dict[str, dict]) -> dict:
     def ape(key: str, subset: list[dict]) -> float:
         return float(np.mean([abs(r[key] / r["measured"] - 1) for r in subset]) * 100)
 
@@ -128,7 +128,7 @@ def summarise(rows: list[dict], groups: list[str], split: str, target: str,
             "group": name, "n": len(subset), "mape": ape("predicted", subset),
             "baseline_mape": ape("baseline", subset),
             "coverage": float(np.mean([r["lo"] <= r["measured"] <= r["hi"] for r in subset])),
-            "ps_tensor_prior": priors[name],  # chosen on this fold's training part
+            "priors": priors[name],  # chosen on this fold's training part
         })
     return {
         "split": split, "target": target, "n": len(rows),

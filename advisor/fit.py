@@ -29,10 +29,12 @@ PRIOR_STRENGTH = 1.0
 # The correction's ridge penalty is chosen inside each fit by leave-one-model-out on that
 # fit's own training data (nested in any evaluation), from this grid; few models: the largest.
 RIDGE_ALPHAS = (0.1, 1.0, 10.0, 100.0, 1000.0)
-# The parameter servers' per-tensor prior (seconds a tensor and worker) is chosen the same way
-# when the training data exercise it: its first value (100 us) was read off CM-DARE rows that
-# sit in the evaluation folds, so no figure may rest on it. Log grid, 10 us to 1 ms.
-PS_TENSOR_PRIORS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3)
+# Priors of the per-tensor terms are chosen the same way when the training data exercise
+# them: the PS value (100 us) was first read off CM-DARE rows that sit in the evaluation
+# folds, and held-out error moves with both, so no figure may rest on them. Log grids, one
+# term after the other (the PS term first: it binds hardest).
+TUNED_PRIORS = {"ps_server_tensor": (1e-5, 3e-5, 1e-4, 3e-4, 1e-3),
+                "tensor_memory": (1e5, 1e6, 1e7)}
 CORRECTION_INPUTS = ("log_flops", "log_batch", "log_peak", "log_workers", "log_intensity")
 MISCOVERAGE = 0.1  # 90% intervals
 SEED = 0
@@ -153,31 +155,34 @@ def ridge_alpha(z: np.ndarray, residual: np.ndarray, models) -> float:
     return float(RIDGE_ALPHAS[int(np.argmin(errors))])
 
 
-def ps_tensor_prior(features: dict, throughput: np.ndarray) -> tuple[float, str]:
-    """(prior of `ps_server_tensor`, how it was chosen): the grid value with the least
-    leave-one-model-out absolute log error on this data when parameter-server rows of 3 or
-    more models with tensor counts exercise the term; otherwise the stated physics prior."""
+def tuned_priors(features: dict, throughput: np.ndarray) -> tuple[dict, dict]:
+    """(prior per TUNED_PRIORS term, how each was chosen): the grid value with the least
+    leave-one-model-out absolute log error on this data when rows of 3 or more models exercise
+    the term; otherwise the stated physics prior."""
     from sklearn.model_selection import LeaveOneGroupOut
 
-    models = np.asarray(features["model"]) if len(throughput) else np.array([])
-    exercised = (physics.design_matrix(features)[:, physics.TERMS.index("ps_server_tensor")] > 0
-                 if len(throughput) else np.zeros(0, bool))
-    if len(np.unique(models[exercised])) < 3:
-        return physics.PRIOR["ps_server_tensor"], "physics prior (term not exercised)"
-    errors = [np.abs(out_of_fold(features, throughput, LeaveOneGroupOut(), groups=models,
-                                 priors={"ps_server_tensor": value})).mean()
-              for value in PS_TENSOR_PRIORS]
-    return PS_TENSOR_PRIORS[int(np.argmin(errors))], "inner leave-one-model-out"
+    priors = {term: physics.PRIOR[term] for term in TUNED_PRIORS}
+    how = dict.fromkeys(TUNED_PRIORS, "physics prior (term not exercised)")
+    if not len(throughput):
+        return priors, how
+    models = np.asarray(features["model"])
+    design = physics.design_matrix(features)
+    for term, grid in TUNED_PRIORS.items():
+        if len(np.unique(models[design[:, physics.TERMS.index(term)] > 0])) < 3:
+            continue
+        errors = [np.abs(out_of_fold(features, throughput, LeaveOneGroupOut(), groups=models,
+                                     priors={**priors, term: value})).mean() for value in grid]
+        priors[term], how[term] = grid[int(np.argmin(errors))], "inner leave-one-model-out"
+    return priors, how
 
 
 def fit_throughput(features: dict, throughput: np.ndarray, measured: dict) -> dict:
     """The artifact's `throughput` section: core fit, seen configurations, calibration.
     Hyperparameters are chosen on `features` alone, so a held-out fold never informs them."""
-    value, chosen_by = ps_tensor_prior(features, throughput)
-    priors = {"ps_server_tensor": value}
+    priors, chosen_by = tuned_priors(features, throughput)
     spec = fit_throughput_core(features, throughput, priors) if len(throughput) else {
         "coefficients": dict(physics.PRIOR), "correction": fit_correction(features, np.array([]))}
-    spec["priors"] = {"ps_server_tensor": value, "chosen_by": chosen_by}
+    spec["priors"] = {"values": priors, "chosen_by": chosen_by}
     spec["seen"] = {"configs": measured, "model_gpu": seen_ranges(features)}
     spec["calibration"] = calibrate(features, throughput, priors)
     return spec

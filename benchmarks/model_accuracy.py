@@ -4,7 +4,7 @@
    imported with `advisor data import cmdare`: held-out MAPE by model, GPU, cluster size and
    random folds, against a plain log-linear regression on the same folds. CM-DARE's paper
    reported 35.0% for their cross-model regression; Habitat 11.8% across GPUs. Each fold's
-   fit chooses its PS per-tensor prior on its own training part; the choices are printed.
+   fit chooses its per-tensor priors on its own training part; the choices are printed.
 2. NVIDIA's published figures (datasets/published_throughput.csv, V100/A100 ResNet-50 and
    BERT-Large): leave-one-GPU-out within them, and the physics priors alone (no fitting).
 3. The shipped artifact's speed: `Artifact.predict` over 100,000 candidates.
@@ -31,6 +31,7 @@ from advisor import physics
 from advisor.artifact import load_artifact
 from advisor.evaluate import EvaluateError, evaluate
 from advisor.features import model_features, to_arrays, trial_features
+from advisor.fit import TUNED_PRIORS
 from profiler.store import Store
 
 
@@ -54,9 +55,10 @@ def cmdare(tmp: Path) -> None:
                          ("nodes", "train <=4 workers, test 5-8"), ("random", "5-fold")):
         result = evaluate(store, split)
         print(line(label, result))
-        chosen = Counter(f"{g['ps_tensor_prior']:g}" for g in result["groups"])
-        print(f"  {'  PS per-tensor prior chosen':<28} "
-              + ", ".join(f"{value} s in {n} fold(s)" for value, n in sorted(chosen.items())))
+        for term in TUNED_PRIORS:
+            chosen = Counter(f"{g['priors'][term]:g}" for g in result["groups"])
+            print(f"  {'  prior ' + term:<28} chosen "
+                  + ", ".join(f"{value} in {n} fold(s)" for value, n in sorted(chosen.items())))
         if split == "model":
             single = [r for r in result["predictions"] if r["workers"] == 1]
             mape = np.mean([abs(r["predicted"] / r["measured"] - 1) for r in single]) * 100

@@ -8,7 +8,7 @@ import pytest
 from test_fit import synthetic_store
 
 from advisor.evaluate import EvaluateError, evaluate
-from advisor.fit import PS_TENSOR_PRIORS
+from advisor.fit import TUNED_PRIORS
 
 CLI = [sys.executable, "-c", "from advisor.cli import main; main()", "evaluate"]
 # Measured on ../shared/reference/cmdare (the partial subset): leave-one-model-out MAPE 6.9%
@@ -59,8 +59,9 @@ def test_leave_one_model_out_on_cmdare_beats_the_bound(reference, tmp_path):
     assert result["n"] >= 60
     assert result["mape"] < CMDARE_MODEL_MAPE_BOUND
     assert result["mape"] < result["baseline_loglinear_mape"]
-    # CM-DARE's rows are all parameter-server: every fold chose the prior on its own training.
-    assert {g["ps_tensor_prior"] for g in result["groups"]} <= set(PS_TENSOR_PRIORS)
+    # CM-DARE's rows are all parameter-server: every fold chose the priors on its own training.
+    for term, grid in TUNED_PRIORS.items():
+        assert {g["priors"][term] for g in result["groups"]} <= set(grid)
 
 
 def test_excluded_software_is_left_out_and_counted(tmp_path):
