@@ -312,7 +312,7 @@ class Trainer:
         self.first_step = self.step + 1
         self.skip: set[int] = set()  # steps whose time includes a checkpoint save
         self.save_requested = self.save_due = False
-        self.measuring = self.stop = False
+        self.measuring = self.stop = self.decided = False
         self.last_save_t = self.last_eval_t = time.perf_counter()
         self.progress = (time.perf_counter(), self.step)
         if threading.current_thread() is threading.main_thread():
@@ -357,6 +357,12 @@ class Trainer:
                       since_process_start_s=self.first_step_t - self.started_at)
 
     def add_times(self, timed: list[tuple[int, float]]) -> None:
+        # Once the rule's verdict has decided the stop, the steps run until the ranks agree
+        # (up to CHECK_EVERY) are trained but not measured: the result is then the very
+        # verdict the stop was decided on, so a run stopped as stable reports stable, and
+        # that interval, rather than one recomputed a few steps later.
+        if self.decided:
+            return
         for step, seconds in timed:
             if step != self.first_step and step not in self.skip:
                 self.rule.add(seconds)
@@ -372,7 +378,7 @@ class Trainer:
             self.emit("progress", step=self.step, samples_per_s=rate,
                       phase="measuring" if self.measuring else "warmup")
             self.progress = (now, self.step)
-        if now - self.last_eval_t >= EVALUATE_EVERY_S:
+        if now - self.last_eval_t >= EVALUATE_EVERY_S and not self.decided:
             self.last_eval_t = now
             verdict = self.rule.verdict()
             if verdict.interval is not None and not self.measuring:
@@ -381,7 +387,7 @@ class Trainer:
                           warmup_steps=verdict.warmup_steps)
             measured = now - self.measure_start
             held = self.restart == 0 and measured < c.min_seconds
-            self.stop = not held and (verdict.stable or measured >= c.max_seconds)
+            self.stop = self.decided = not held and (verdict.stable or measured >= c.max_seconds)
         self.stop = self.stop or bool(c.max_steps and self.step >= c.max_steps)
 
     def agree(self) -> tuple[bool, bool, bool]:

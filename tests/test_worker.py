@@ -83,6 +83,35 @@ def test_min_seconds_holds_the_first_attempt_past_its_stable_point(tmp_path, one
     assert measured_s(run_worker(tmp_path / "restarted", **{**quick, "min_seconds": 30})) < 30
 
 
+class ScriptedTimer:
+    """Step times from a script (the real steps still train): exactly 0.1 s up to step
+    `steady_until`, 1 s after it."""
+
+    def __init__(self, steady_until: int):
+        self.steady_until, self.pending = steady_until, []
+
+    def mark(self, step: int) -> None:
+        self.pending.append((step, 0.1 if step <= self.steady_until else 1.0))
+
+    def ready(self, wait: bool = False) -> list[tuple[int, float]]:
+        out, self.pending = self.pending, []
+        return out
+
+
+@pytest.mark.slow
+def test_a_stable_stop_reports_the_verdict_it_stopped_on(tmp_path, one_thread, monkeypatch):
+    """Steps 2-41 (40 measured) are steady, so the rule stops at step 41; the ranks agree at
+    step 50, and the slow steps 42-50 between must not turn the result unstable."""
+    monkeypatch.setattr(worker, "EVALUATE_EVERY_S", 0.0)  # judge every step
+    monkeypatch.setattr(worker, "StepTimer", lambda cuda: ScriptedTimer(steady_until=41))
+    records = run_worker(tmp_path, min_warmup_steps=0, min_measure_steps=40, max_seconds=60)
+    (result,) = [r for r in records if r["type"] == "result"]
+    assert result["global_step"] == worker.CHECK_EVERY * 5
+    assert result["stable"] is True and result["steps_measured"] == 40
+    assert result["throughput"] == result["throughput_lo"] == pytest.approx(2 / 0.1)
+    assert result["step_time_p95"] == pytest.approx(0.1)
+
+
 def test_step_timer_on_cpu_times_each_step():
     timer = worker.StepTimer(cuda=False)
     for step, pause in enumerate((0.02, 0.05), 1):
