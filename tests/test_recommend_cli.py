@@ -206,3 +206,25 @@ def test_steps_fix_the_samples_per_gpu_so_bigger_clusters_process_more():
 
     # 5000 steps take about as long on 8 nodes as on 1 (with epochs: about 1/8 as long).
     assert 0.8 < time_on(8) / time_on(1) < 2
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_table_cells_never_wrap(columns):
+    """At 80 columns (and piped, where rich assumes 80) lower-priority columns give way, with a
+    note, so that every plan stays on one line and the pick's key figures stay."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "COLUMNS": str(columns)}
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "advisor"), "recommend", "--model", "resnet50",
+         "--deadline", "24h", "--top", "3"], capture_output=True, text=True, env=env,
+        check=True).stdout
+    lines = out.splitlines()
+    plans = [line for line in lines if line.strip()[:2] in ("*1", "2 ", "3 ")]
+    assert len(plans) == 3 and all(len(line) <= columns for line in lines)
+    header = next(line for line in lines if "instance" in line)
+    assert all(key in header for key in ("P(dl)", "market", "GPUs x"))
+    assert "g2-standard-4" in plans[0] and "spot" in plans[0] and "0.98" in plans[0]
+    assert ("time@90%" in header and "hidden" in out) == (columns == 80)

@@ -17,6 +17,24 @@ TABLE_COLUMNS = {
     "market": "market", "throughput": "samples/s", "time": "time P50-P90",
     "cost": "cost P50-P90", "p_deadline": "P(dl)", "provenance": "evidence",
 }  # fmt: skip
+# On a console narrower than the full table, the first of these layouts that fits: the
+# pick's key figures (instance, shape, market, time and cost at confidence, P(dl)) stay;
+# evidence, throughput, the P50s and then the provider go first (the region names tell GCP's
+# from AWS's). Each: columns dropped, columns replaced by narrower ones, what the note says.
+NARROW_LAYOUTS = (
+    ((), {}, ""),
+    (("provenance",), {}, "evidence"),
+    (("provenance", "throughput"), {}, "evidence, samples/s"),
+    (("provenance", "throughput"),
+     {"time": "time_conf", "cost": "cost_conf", "shape": "shape_short"}, "evidence, samples/s, P50s"),
+    (("provenance", "throughput"),
+     {"time": "time_conf", "cost": "cost_conf", "shape": "shape_short",
+      "where": "region"},
+     "evidence, samples/s, P50s, provider"),
+    (("provenance", "throughput"),
+     {"time": "time_conf", "cost": "cost_conf", "shape": "shape_short", "where": "provider"},
+     "evidence, samples/s, P50s, region"),
+)
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -267,26 +285,45 @@ def _table(rows, plans, work, as_of, format_duration) -> None:
     goal = " and ".join(
         ([f"deadline {format_duration(c.deadline_s)}"] if c.deadline_s is not None else [])
         + ([f"budget {usd(c.budget_usd)}"] if c.budget_usd is not None else []))
-    table = Table(title=f"{work.model}: {goal} at {c.confidence:.0%} confidence; "
-                        f"{len(plans.ranked):,} of {len(plans.candidates):,} plans qualify "
-                        f"(prices as of {as_of})", box=box.SIMPLE_HEAD, pad_edge=False,
-                  collapse_padding=True)
-    for key, header in TABLE_COLUMNS.items():
-        numeric = key in ("rank", "throughput", "time", "cost", "p_deadline")
-        table.add_column(header, justify="right" if numeric else "left", overflow="fold")
-    for row in rows:
-        cells = {
-            **row, "rank": f"*{row['rank']}" if row["rank"] == 1 else str(row["rank"]),
-            "where": f"{row['provider']} {row['region']}",
-            "throughput": f"{row['throughput']:,.0f}",
-            "time": f"{format_duration(row['time_p50_s'])}-{format_duration(row['time_p90_s'])}",
-            "cost": f"{usd(row['cost_p50'])}-{usd(row['cost_p90'])}",
-            "p_deadline": "-" if row["p_deadline"] is None else f"{row['p_deadline']:.2f}",
-        }
-        table.add_row(*(str(cells[key]) for key in TABLE_COLUMNS),
-                      style="bold green" if row["rank"] == 1 else None)
-    Console().print(table)
-    Console().print("* the pick", style="bold green")
+    at = f"{c.confidence:.0%}"
+    cells = [{
+        "rank": f"*{row['rank']}" if row["rank"] == 1 else str(row["rank"]),
+        "where": f"{row['provider']} {row['region']}", "provider": row["provider"],
+        "region": row["region"], "shape_short": row["shape"],
+        "instance_type": row["instance_type"], "shape": row["shape"], "market": row["market"],
+        "throughput": f"{row['throughput']:,.0f}",
+        "time": f"{format_duration(row['time_p50_s'])}-{format_duration(row['time_p90_s'])}",
+        "cost": f"{usd(row['cost_p50'])}-{usd(row['cost_p90'])}",
+        "time_conf": format_duration(row["time_at_confidence_s"]),
+        "cost_conf": usd(row["cost_at_confidence"]),
+        "p_deadline": "-" if row["p_deadline"] is None else f"{row['p_deadline']:.2f}",
+        "provenance": row["provenance"],
+    } for row in rows]
+    headers = {**TABLE_COLUMNS, "time_conf": f"time@{at}", "cost_conf": f"cost@{at}",
+               "provider": "cloud", "region": "region", "shape_short": "GPUs x n"}
+    console = Console()
+    for dropped, replaced, left_out in NARROW_LAYOUTS:
+        keys = [replaced.get(key, key) for key in TABLE_COLUMNS
+                if key not in dropped or key in replaced]
+        table = Table(title=f"{work.model}: {goal} at {at} confidence; "
+                            f"{len(plans.ranked):,} of {len(plans.candidates):,} plans qualify",
+                      box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        for key in keys:
+            numeric = key in ("rank", "throughput", "time", "cost", "time_conf", "cost_conf",
+                              "p_deadline")
+            table.add_column(headers[key], justify="right" if numeric else "left",
+                             overflow="fold")
+        for row, cell in zip(rows, cells):
+            table.add_row(*(cell[key] for key in keys),
+                          style="bold green" if row["rank"] == 1 else None)
+        unbounded = console.options.update_width(10_000)  # the table's natural width
+        if console.measure(table, options=unbounded).maximum <= console.width:
+            break
+    console.print(table)
+    console.print(f"* the pick; prices as of {as_of}", style="bold green")
+    if left_out:
+        console.print(f"narrow console: {left_out} hidden (--format json has all)",
+                      style="dim")
 
 
 def usd(amount: float) -> str:
