@@ -322,8 +322,7 @@ def _table(rows, plans, work, as_of, format_duration) -> None:
     console.print(table)
     console.print(f"* the pick; prices as of {as_of}", style="bold green")
     if left_out:
-        console.print(f"narrow console: {left_out} hidden (--format json has all)",
-                      style="dim")
+        console.print(f"narrow console hides {left_out}; --format json has all", style="dim")
 
 
 def usd(amount: float) -> str:
