@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from advisor.cli.app import app
+from advisor.cli.fit import EXCLUDE_SOFTWARE_OPTION
 from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail
 
 
@@ -24,10 +25,7 @@ def evaluate(
         None, "--max-train-workers", min=1,
         help="--split nodes: train on clusters up to this many workers, test on larger "
         "(default: the median size)"),
-    exclude_software: list[str] = typer.Option(
-        [], "--exclude-software", metavar="TEXT",
-        help="leave out trials whose recorded software contains TEXT (repeatable), e.g. a "
-        "superseded container release: `--exclude-software pytorch-20.06`"),
+    exclude_software: list[str] = EXCLUDE_SOFTWARE_OPTION,
     fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP),
 ) -> None:
     """Cross-validate the throughput model the way it will be used: on models, GPUs or

@@ -9,6 +9,12 @@ import typer
 from advisor.cli.app import app
 from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail, warn
 
+# Shared with `advisor evaluate`, which must leave out the same trials to judge a fit.
+EXCLUDE_SOFTWARE_OPTION = typer.Option(
+    [], "--exclude-software", metavar="TEXT",
+    help="leave out trials whose recorded software contains TEXT (repeatable), e.g. a "
+    "superseded container release: `--exclude-software pytorch-20.06`")
+
 
 @app.command("fit")
 def fit(
@@ -19,10 +25,7 @@ def fit(
     include_published: bool = typer.Option(
         True, "--include-published/--no-include-published",
         help="fit on trials with source 'published' (NVIDIA's figures) too"),
-    exclude_software: list[str] = typer.Option(
-        [], "--exclude-software", metavar="TEXT",
-        help="leave out trials whose recorded software contains TEXT (repeatable), e.g. a "
-        "superseded container release: `--exclude-software pytorch-20.06`"),
+    exclude_software: list[str] = EXCLUDE_SOFTWARE_OPTION,
     fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP),
 ) -> None:
     """Fit throughput, start-up, checkpoint and recovery models and the spot-lifetime model.
