@@ -275,12 +275,7 @@ class Store:
 
     def add_rows(self, table: str, rows: Iterable[Mapping[str, Any]]) -> int:
         """Append many rows to one table in one transaction; returns how many."""
-        count = 0
-        with self._write() as db:
-            for row in rows:
-                _insert(db, table, row)
-                count += 1
-        return count
+        return self.add_many({table: rows})[table]
 
     def add_many(self, rows_by_table: Mapping[str, Iterable[Mapping[str, Any]]]) -> dict[str, int]:
         """Append rows to several tables in one transaction (an import lands whole or not at

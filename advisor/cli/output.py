@@ -103,11 +103,11 @@ def emit_table(
         numeric = any(isinstance(r.get(col), (int, float)) for r in rows)
         table.add_column((headers or {}).get(col, col), justify="right" if numeric else "left")
     for row in rows:
-        table.add_row(*(_table_cell(row.get(c)) for c in columns))
+        table.add_row(*(table_cell(row.get(c)) for c in columns))
     Console().print(table)
 
 
-def _table_cell(value: Any) -> str:
+def table_cell(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):

@@ -107,7 +107,7 @@ def wide_table(rows: list[dict[str, Any]], headers: dict[str, str], title: str,
     from rich.console import Console
     from rich.table import Table
 
-    from advisor.cli.output import _table_cell
+    from advisor.cli.output import table_cell
 
     console = Console()
     if not console.is_terminal:
@@ -116,7 +116,7 @@ def wide_table(rows: list[dict[str, Any]], headers: dict[str, str], title: str,
     for key, header in headers.items():
         table.add_column(header, justify="left" if key in left else "right", no_wrap=True)
     for row in rows:
-        table.add_row(*(_table_cell(row.get(key)) for key in headers))
+        table.add_row(*(table_cell(row.get(key)) for key in headers))
     console.print(table)
 
 
