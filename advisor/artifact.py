@@ -116,7 +116,13 @@ class Artifact:
             rows = np.array([measured.get(k, [np.nan] * 3) for k in keys], dtype=float)[inverse]
             rows = rows[is_measured]
             value, lo, hi = value.copy(), lo.copy(), hi.copy()
-            value[is_measured], lo[is_measured], hi[is_measured] = rows.T
+            value[is_measured] = rows[:, 0]
+            # A measurement repeated elsewhere varies by more than its own confidence
+            # interval (a published figure has none): never narrower than the calibration.
+            spread_lo, spread_hi = _interval(spec["calibration"], rows[:, 0],
+                                             np.full(len(rows), "measured"))
+            lo[is_measured] = np.minimum(rows[:, 1], spread_lo)
+            hi[is_measured] = np.maximum(rows[:, 2], spread_hi)
         return Prediction(value, lo, hi, provenance)
 
     # -- overheads ----------------------------------------------------------------------

@@ -49,30 +49,21 @@ class Candidates:
                           self.largest_gpu_gb)
 
     def features(self, workload: Workload) -> dict[str, np.ndarray]:
-        """The feature columns Artifact.predict expects (docs/interfaces.md)."""
+        """The feature columns Artifact.predict expects, built by the one feature builder
+        that fit and evaluate use too."""
+        from advisor.features import configuration_features
+
         n = len(self)
         c = self.columns
-        return {
-            "model": np.full(n, workload.model),
-            "params": np.full(n, workload.params),
-            "flops_per_sample": np.full(n, workload.flops_per_sample),
-            "gradient_bytes": np.full(n, workload.gradient_bytes),
-            "activation_bytes": np.full(n, workload.activation_bytes_per_sample),
-            "gpu": c["gpu_type"],
-            "gpu_fp32_tflops": c["gpu_fp32_tflops"],
-            "gpu_tensor_tflops": c["gpu_tensor_tflops"],
-            "gpu_mem_bw_gbps": c["gpu_mem_bw_gbps"],
-            "gpu_memory_gb": c["gpu_memory_gb"],
-            "nodes": c["nodes"],
-            "gpus_per_node": c["gpus_per_node"],
+        configs = {
+            "model": np.full(n, workload.model), "gpu": c["gpu_type"],
+            "provider": c["provider"], "sync": np.full(n, "allreduce"),
+            "ps_count": np.zeros(n), "precision": np.full(n, workload.precision),
+            "nodes": c["nodes"], "gpus_per_node": c["gpus_per_node"],
+            "batch_per_gpu": np.full(n, workload.batch_per_gpu), "spot": c["spot"],
             "network_gbps": c["network_gbps"],
-            "sync": np.full(n, "allreduce"),
-            "ps_count": np.zeros(n, dtype=int),
-            "batch_per_gpu": np.full(n, workload.batch_per_gpu),
-            "precision": np.full(n, workload.precision),
-            "provider": c["provider"],
-            "spot": c["spot"],
         }
+        return configuration_features(configs, {workload.model: workload.model_features()})
 
 
 def enumerate_candidates(
@@ -139,9 +130,4 @@ def enumerate_candidates(
     columns["provider"], columns["region"] = provider[index], region[index]
     columns["gpu_type"] = gpu[index]
     columns.update(offering=index, nodes=nodes, spot=spot, price_per_node_hour=price)
-    for attr in ("memory_gb", "fp32_tflops", "mem_bw_gbps"):
-        columns[f"gpu_{attr}"] = np.array([getattr(specs[g], attr) for g in gpu], float)[index]
-    columns["gpu_tensor_tflops"] = np.array(
-        [specs[g].tensor_tflops or 0.0 for g in gpu], float
-    )[index]
     return Candidates(columns, +reasons, largest)

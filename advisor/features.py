@@ -24,6 +24,11 @@ NUMBER_KEYS = ("params", "flops_per_sample", "gradient_bytes", "activation_bytes
 OPTIONAL_KEYS = ("tensors",)
 FEATURE_KEYS = STRING_KEYS + NUMBER_KEYS + ("spot",)
 MODEL_KEYS = ("params", "flops_per_sample", "gradient_bytes", "activation_bytes")
+GPU_KEYS = ("gpu_fp32_tflops", "gpu_tensor_tflops", "gpu_mem_bw_gbps", "gpu_memory_gb")
+# What names a training configuration; `configuration_features` turns these into features.
+CONFIG_KEYS = ("model", "gpu", "provider", "sync", "ps_count", "precision", "nodes",
+               "gpus_per_node", "batch_per_gpu", "spot", "network_gbps")
+INPUT_SIZE_KEYS = ("image_size", "seq_len")
 
 # Per-node network bandwidth when neither the trial nor the catalog says (Gbit/s): GCP gives
 # 2 Gbps per vCPU up to 16 on N1 machines, EC2 GPU instances start at 10-25; a local run
@@ -35,9 +40,23 @@ class FeatureError(ValueError):
     """A configuration whose features cannot be built; the message names the fix."""
 
 
+def card_features(card: Mapping[str, Any]) -> dict[str, float | None]:
+    """A model card's (or the store's `models` row's) transferable features."""
+    extra = card.get("extra") if isinstance(card.get("extra"), dict) else {}
+    return {
+        "params": _num(card.get("params")),
+        "flops_per_sample": _num(card.get("flops_per_sample")),
+        "gradient_bytes": _num(card.get("gradient_bytes")),
+        "activation_bytes": _num(card.get("activation_bytes_per_sample",
+                                          card.get("activation_bytes"))),
+        "tensors": _num(card.get("tensors", extra.get("tensors"))),
+        "image_size": _num(card.get("image_size")),
+        "seq_len": _num(card.get("seq_len")),
+    }
+
+
 def model_features(store_models: Iterable[Mapping[str, Any]] = ()) -> dict[str, dict]:
     """Model name -> card features: zoo cards first, then the store's `models` rows."""
-    out: dict[str, dict] = {}
     try:
         from profiler.cards import load_cards
         cards = load_cards()
@@ -46,22 +65,10 @@ def model_features(store_models: Iterable[Mapping[str, Any]] = ()) -> dict[str, 
     except ValueError as exc:
         raise FeatureError(f"model cards unreadable ({exc}); rebuild them with "
                            "`profiler card`") from None
-    for name, card in cards.items():
-        out[name] = {
-            "params": _num(card.get("params")),
-            "flops_per_sample": _num(card.get("flops_per_sample")),
-            "gradient_bytes": _num(card.get("gradient_bytes")),
-            "activation_bytes": _num(card.get("activation_bytes_per_sample")),
-            "tensors": _num(card.get("tensors")),
-            "image_size": _num(card.get("image_size")),
-            "seq_len": _num(card.get("seq_len")),
-        }
+    out = {name: card_features(card) for name, card in cards.items()}
     for row in store_models:  # later rows win: the store is append-only
-        if row["model"] in cards:
-            continue
-        extra = row.get("extra") if isinstance(row.get("extra"), dict) else {}
-        out[row["model"]] = {key: _num(row.get(key)) for key in MODEL_KEYS}
-        out[row["model"]]["tensors"] = _num(extra.get("tensors"))
+        if row["model"] not in cards:
+            out[row["model"]] = card_features(row)
     return out
 
 
@@ -77,6 +84,56 @@ def gpu_features(gpu: str) -> dict[str, float]:
     }
 
 
+def configuration_features(
+    configs: Mapping[str, Any], models: Mapping[str, Mapping[str, Any]]
+) -> dict[str, np.ndarray]:
+    """THE feature builder: fit, evaluate, recommend and explain all come through here, so what
+    is evaluated is what is recommended.
+
+    `configs` holds equal-length columns of CONFIG_KEYS (`image_size`, `seq_len` optional: the
+    input size trained at, which scales the card's per-sample work); `models` maps a model
+    name to its `card_features`. Raises FeatureError naming the first row that cannot be built.
+    """
+    n = len(configs["model"])
+    model = np.asarray(configs["model"]).astype(str)
+    gpu = np.asarray(configs["gpu"]).astype(str)
+    out: dict[str, np.ndarray] = {"model": model, "gpu": gpu}
+    for key in ("provider", "precision", "sync"):
+        out[key] = np.asarray(configs[key]).astype(str)
+    for key in ("nodes", "gpus_per_node", "batch_per_gpu", "network_gbps"):
+        out[key] = np.asarray(configs[key], dtype=float)
+    out["spot"] = np.asarray(configs["spot"], dtype=bool)
+    # One convention for every source: all-reduce has no parameter servers, PS at least one.
+    ps = np.nan_to_num(np.asarray(configs.get("ps_count", np.zeros(n)), dtype=float))
+    out["ps_count"] = np.where(out["sync"] == "ps", np.maximum(ps, 1.0), 0.0)
+
+    names, model_index = np.unique(model, return_inverse=True)
+    cards = []
+    for name in names:
+        card = models.get(name)
+        if card is None or not card.get("flops_per_sample"):
+            raise FeatureError(f"no model card for {name!r}")
+        cards.append(card)
+    for key in MODEL_KEYS + OPTIONAL_KEYS:
+        per_model = np.array([_num(card.get(key)) or (np.nan if key in OPTIONAL_KEYS else 0.0)
+                              for card in cards], dtype=float)
+        out[key] = per_model[model_index]
+    scale = _input_scale(configs, cards, model_index, n)
+    out["flops_per_sample"] = out["flops_per_sample"] * scale
+    out["activation_bytes"] = out["activation_bytes"] * scale
+
+    gpu_names, gpu_index = np.unique(gpu, return_inverse=True)
+    specs = []
+    for name in gpu_names:
+        try:
+            specs.append(gpu_features(name))
+        except KeyError:
+            raise FeatureError(f"unknown GPU {name!r}") from None
+    for key in GPU_KEYS:
+        out[key] = np.array([spec[key] for spec in specs], dtype=float)[gpu_index]
+    return out
+
+
 def trial_features(
     trials: Iterable[Mapping[str, Any]], models: Mapping[str, Mapping[str, float]]
 ) -> tuple[dict[str, np.ndarray], list[Mapping[str, Any]], dict[str, int]]:
@@ -84,12 +141,16 @@ def trial_features(
     rows, kept, skipped = [], [], {}
     for trial in trials:
         try:
-            rows.append(_trial_row(trial, models))
+            row = _trial_config(trial)
+            configuration_features(_columns([row]), models)  # validates this trial alone
+            rows.append(row)
             kept.append(trial)
         except FeatureError as exc:
             reason = str(exc)
             skipped[reason] = skipped.get(reason, 0) + 1
-    return to_arrays(rows), kept, skipped
+    if not rows:
+        return to_arrays([]), kept, skipped
+    return configuration_features(_columns(rows), models), kept, skipped
 
 
 def to_arrays(rows: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
@@ -110,40 +171,28 @@ def take(features: Mapping[str, np.ndarray], index) -> dict[str, np.ndarray]:
     return {key: np.asarray(value)[index] for key, value in features.items()}
 
 
-def _trial_row(trial: Mapping[str, Any], models: Mapping[str, Mapping[str, float]]) -> dict:
+def _columns(rows: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    return {key: np.array([r.get(key) for r in rows], dtype=object)
+            for key in CONFIG_KEYS + INPUT_SIZE_KEYS}
+
+
+def _trial_config(trial: Mapping[str, Any]) -> dict:
+    """A store trial as a configuration (CONFIG_KEYS); FeatureError when it cannot be one."""
     if not trial.get("gpu_type"):
         raise FeatureError("CPU-only trial (no gpu_type)")
-    card = models.get(trial.get("model"))
-    if card is None or not card.get("flops_per_sample"):
-        raise FeatureError(f"no model card for {trial.get('model')!r}")
-    try:
-        gpu = gpu_features(trial["gpu_type"])
-    except KeyError:
-        raise FeatureError(f"unknown GPU {trial['gpu_type']!r}") from None
-    scale = _input_scale(trial, card)
-    row = {key: card.get(key) or 0.0 for key in MODEL_KEYS}
-    row["tensors"] = card.get("tensors")
-    row["flops_per_sample"] *= scale
-    row["activation_bytes"] *= scale
+    if not (trial.get("batch_per_gpu") or 0) > 0:
+        raise FeatureError("trial without batch_per_gpu")
     extra = trial.get("extra") if isinstance(trial.get("extra"), dict) else {}
     provider = trial.get("provider") or "local"
-    row.update(gpu)
-    row.update(
-        model=trial["model"],
-        gpu=trial["gpu_type"],
-        provider=provider,
-        sync=trial.get("sync") or "allreduce",
-        precision=trial.get("precision") or "fp32",
-        nodes=trial.get("nodes") or 1,
-        gpus_per_node=trial.get("gpus_per_node") or 1,
-        ps_count=trial.get("ps_count") or 1,
-        batch_per_gpu=trial.get("batch_per_gpu") or 0,
-        spot=bool(trial.get("spot")),
-        network_gbps=_num(extra.get("network_gbps")) or network_gbps(provider, trial),
-    )
-    if row["batch_per_gpu"] <= 0:
-        raise FeatureError("trial without batch_per_gpu")
-    return row
+    return {
+        "model": trial.get("model"), "gpu": trial["gpu_type"], "provider": provider,
+        "sync": trial.get("sync") or "allreduce", "ps_count": trial.get("ps_count") or 0,
+        "precision": trial.get("precision") or "fp32",
+        "nodes": trial.get("nodes") or 1, "gpus_per_node": trial.get("gpus_per_node") or 1,
+        "batch_per_gpu": trial["batch_per_gpu"], "spot": bool(trial.get("spot")),
+        "network_gbps": _num(extra.get("network_gbps")) or network_gbps(provider, trial),
+        "image_size": trial.get("image_size"), "seq_len": trial.get("seq_len"),
+    }
 
 
 def network_gbps(provider: str, trial: Mapping[str, Any]) -> float:
@@ -166,13 +215,19 @@ def _catalog_bandwidth() -> dict[tuple[str, str], float]:
     return {(o.provider, o.instance_type): float(o.network_gbps) for o in offerings}
 
 
-def _input_scale(trial: Mapping[str, Any], card: Mapping[str, Any]) -> float:
-    """Work per sample grows with pixels (image models) or tokens (text models)."""
-    if trial.get("image_size") and card.get("image_size"):
-        return (trial["image_size"] / card["image_size"]) ** 2
-    if trial.get("seq_len") and card.get("seq_len"):
-        return trial["seq_len"] / card["seq_len"]
-    return 1.0
+def _input_scale(configs: Mapping[str, Any], cards: list[Mapping[str, Any]],
+                 model_index: np.ndarray, n: int) -> np.ndarray:
+    """Work per sample grows with pixels (image models) or tokens (text models) relative to
+    the input size the card was computed at."""
+    scale = np.ones(n)
+    for key, power in (("image_size", 2.0), ("seq_len", 1.0)):
+        if key not in configs:
+            continue
+        trained = np.array([_num(v) or np.nan for v in configs[key]], dtype=float)
+        card = np.array([_num(c.get(key)) or np.nan for c in cards], dtype=float)[model_index]
+        use = np.isfinite(trained) & np.isfinite(card) & (scale == 1.0)
+        scale[use] = (trained[use] / card[use]) ** power
+    return scale
 
 
 def _num(value: Any) -> float | None:

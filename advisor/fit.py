@@ -345,6 +345,9 @@ def fit_store(path: str | Path, include_published: bool = True,
     grouped = {name: fit_grouped(rows, OVERHEAD_PRIORS[name]) for name, rows in overheads.items()}
     training = {
         "throughput": sorted(measured.items()),
+        # The features fitted, not only the measurements: inputs read from elsewhere (a
+        # trial's network bandwidth from the catalog, a model card) change the hash too.
+        "throughput_features": {k: np.asarray(v).tolist() for k, v in sorted(features.items())},
         "overheads": {k: sorted(map(str, v)) for k, v in overheads.items()},
         "checkpoints": sorted(str([r[k] for k in ("model", "bytes", "target", "save_s")])
                               for r in checkpoints),

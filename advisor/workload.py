@@ -42,6 +42,7 @@ class Workload:
     gradient_bytes: float
     flops_per_sample: float
     activation_bytes_per_sample: float  # fp32, saved for backward
+    tensors: float | None = None  # parameter tensors (a checkpoint's count)
 
     def total_samples(self, total_gpus: np.ndarray) -> np.ndarray:
         """Samples the job processes on clusters of `total_gpus` GPUs (steps fix the sample
@@ -58,6 +59,12 @@ class Workload:
         activations = per_sample * self.batch_per_gpu
         model_state = weights + self.gradient_bytes + optimizer + activations
         return FRAGMENTATION_MARGIN * model_state + CONTEXT_RESERVE_BYTES
+
+    def model_features(self) -> dict[str, float | None]:
+        """The card features `advisor.features.configuration_features` reads for this model."""
+        return {"params": self.params, "flops_per_sample": self.flops_per_sample,
+                "gradient_bytes": self.gradient_bytes,
+                "activation_bytes": self.activation_bytes_per_sample, "tensors": self.tensors}
 
     def describe(self) -> dict:
         amount = (
@@ -85,7 +92,10 @@ def build_workload(
     precision: str = "fp32",
 ) -> Workload:
     """A Workload from the model card, with the user's overrides checked."""
+    from advisor.features import card_features
+
     card = _find_card(cards, model)
+    features = card_features(card)
     if precision not in PRECISIONS:
         raise WorkloadError(
             f"precision {precision!r} is not known; use one of {', '.join(PRECISIONS)}")
@@ -104,10 +114,11 @@ def build_workload(
         steps=steps,
         batch_per_gpu=int(batch_size or float(card["batch_size"])),
         precision=precision,
-        params=float(card["params"]),
-        gradient_bytes=float(card["gradient_bytes"]),
-        flops_per_sample=float(card["flops_per_sample"]),
-        activation_bytes_per_sample=float(card["activation_bytes_per_sample"]),
+        params=features["params"],
+        gradient_bytes=features["gradient_bytes"],
+        flops_per_sample=features["flops_per_sample"],
+        activation_bytes_per_sample=features["activation_bytes"],
+        tensors=features["tensors"],
     )
 
 

@@ -1,0 +1,72 @@
+"""One prediction path: `recommend` predicts exactly what `Artifact.predict` predicts on the
+features `fit` and `evaluate` build from a stored trial of the same configuration, and a
+configuration in the training data answers `measured` with its measured value."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from advisor.artifact import load_artifact
+from advisor.candidates import Filters, enumerate_candidates
+from advisor.features import model_features, trial_features
+from advisor.optimizer import Constraints, rank_plans
+from advisor.workload import build_workload
+from cloud.catalog import load_catalog
+from profiler.cards import load_cards
+
+pytestmark = pytest.mark.filterwarnings("ignore::cloud.catalog.StaleCatalogWarning")
+
+
+def trial_of(plans, row: int, workload) -> dict:
+    """The store trial that would record candidate `row` (as the profiler writes it)."""
+    return {
+        "model": workload.model, "gpu_type": str(plans["gpu_type"][row]),
+        "provider": str(plans["provider"][row]), "instance_type": str(plans["instance_type"][row]),
+        "nodes": int(plans["nodes"][row]), "gpus_per_node": int(plans["gpus_per_node"][row]),
+        "batch_per_gpu": workload.batch_per_gpu, "precision": workload.precision,
+        "sync": "allreduce", "spot": bool(plans["spot"][row]), "extra": {},
+    }
+
+
+@pytest.fixture(scope="module")
+def recommended():
+    workload = build_workload(load_cards(), "resnet50", precision="amp")
+    candidates = enumerate_candidates(load_catalog().as_arrays(), workload,
+                                      Filters(gpus=["A100-80GB", "T4"], max_nodes=3))
+    artifact = load_artifact()
+    plans = rank_plans(workload, candidates, artifact, artifact.lifetime,
+                       Constraints(deadline_s=30 * 86400))
+    return workload, plans, artifact
+
+
+def test_recommend_predicts_what_artifact_predicts_on_trial_features(recommended):
+    workload, plans, artifact = recommended
+    rows = range(len(plans.candidates))
+    features, kept, skipped = trial_features([trial_of(plans, r, workload) for r in rows],
+                                             model_features())
+    assert not skipped and len(kept) == len(plans.candidates)
+    assert np.isfinite(features["tensors"]).all()  # the per-tensor terms are not zeroed
+    direct = artifact.predict("throughput", features)
+    np.testing.assert_allclose(plans["throughput"], direct.value, rtol=1e-12)
+    np.testing.assert_allclose(plans["throughput_lo"], direct.lo, rtol=1e-12)
+    np.testing.assert_allclose(plans["throughput_hi"], direct.hi, rtol=1e-12)
+    assert plans["provenance"].tolist() == direct.provenance.tolist()
+
+
+def test_configuration_in_training_data_is_measured_with_its_value(recommended):
+    workload, plans, artifact = recommended
+    # NVIDIA's ResNet-50 AMP figure on one node of 8xA100-80GB (datasets/published_throughput.csv)
+    shipped = artifact.doc["throughput"]["seen"]["configs"]
+    measured_value = shipped["resnet50|a100-80gb|amp|allreduce|1|8|256|0"][0]
+    eight = np.flatnonzero((plans["gpus_per_node"] == 8) & (plans["nodes"] == 1)
+                           & (plans["gpu_type"] == "A100-80GB"))
+    assert len(eight)
+    assert set(plans["provenance"][eight]) == {"measured"}
+    np.testing.assert_allclose(plans["throughput"][eight], measured_value)
+    assert (plans["throughput_lo"][eight] < measured_value).all()
+    assert (plans["throughput_hi"][eight] > measured_value).all()
+    # Two nodes of the same instance were never measured.
+    two = np.flatnonzero((plans["gpus_per_node"] == 8) & (plans["nodes"] == 2)
+                         & (plans["gpu_type"] == "A100-80GB"))
+    assert "measured" not in set(plans["provenance"][two])
