@@ -18,14 +18,44 @@ def _shipped():
 def test_every_published_figure_is_carried_with_its_citation(reference):
     with open(reference / "published" / "throughput.csv", newline="") as handle:
         published = list(csv.DictReader(handle))
-    shipped = {(r["model_as_published"], r["gpu_as_published"], r["num_gpus"], r["precision"]):
-               r for r in _shipped()}
-    assert len(shipped) == len(published)
+    assert len(published) == 30
     for row in published:
-        carried = shipped[(row["model"], row["gpu"], row["num_gpus"], row["precision"])]
+        (carried,) = [r for r in _shipped() if (r["model_as_published"], r["gpu_as_published"],
+                                                r["num_gpus"], r["precision"]) ==
+                      (row["model"], row["gpu"], row["num_gpus"], row["precision"])]
         assert float(carried["throughput"]) == float(row["throughput"])
         assert carried["unit"] == row["unit"]
-        assert carried["source"].startswith("published: NVIDIA/DeepLearningExamples")
+    for row in _shipped():
+        assert row["source"].startswith("published: NVIDIA/DeepLearningExamples ")
+        assert "README.md@" in row["source"]
+
+
+def test_hand_checked_counts():
+    # 30 rows carried from the reference (2026-11-21) + 170 transcribed on 2026-11-23.
+    rows = _shipped()
+    assert len(rows) == 200
+    per_model = {}
+    for r in rows:
+        per_model[r["model"]] = per_model.get(r["model"], 0) + 1
+    assert per_model == {"resnet50": 20, "bert_large": 80, "transformer_big": 4,
+                         "efficientnet_b0": 16, "efficientnet_b4": 16,
+                         "efficientnet_widese_b0": 16, "efficientnet_widese_b4": 16,
+                         "resnext101_32x4d": 16, "se_resnext101_32x4d": 16}
+    bert = [r for r in rows if r["model"] == "bert_large"]
+    assert sum(r["model_as_published"] == "bert-large-pretraining-phase1" for r in bert) == 20
+    assert sum(r["model_as_published"] == "bert-large-pretraining-phase2" for r in bert) == 20
+    assert sum(r["model_as_published"] == "bert-large-squad-finetune" for r in bert) == 40
+    (row,) = [r for r in rows if r["model"] == "bert_large" and r["gpu_as_published"] ==
+              "DGX-2 (16x V100 32G)" and r["num_gpus"] == "16" and r["precision"] == "amp"
+              and r["seq_len"] == "128"]
+    assert float(row["throughput"]) == 2775.04 and row["batch_per_gpu"] == "64"
+
+
+def test_no_two_rows_share_a_trial_key():
+    from advisor.importers.published import trial_key
+
+    keys = [trial_key(r) for r in _shipped()]
+    assert len(set(keys)) == len(keys)
 
 
 def test_names_match_the_zoo_and_the_catalog():
@@ -35,9 +65,20 @@ def test_names_match_the_zoo_and_the_catalog():
         assert gpu_spec(row["gpu"]).gpu == row["gpu"]
         if row["in_zoo"] == "1":
             assert resolve(row["model"]).name == row["model"]
-    assert {r["model"] for r in _shipped() if r["in_zoo"] == "0"} == {"transformer_big"}
+    assert {r["model"] for r in _shipped() if r["in_zoo"] == "0"} == {
+        "transformer_big", "efficientnet_b4", "efficientnet_widese_b0", "efficientnet_widese_b4",
+        "resnext101_32x4d", "se_resnext101_32x4d"}
+    assert {r["precision"] for r in _shipped()} == {"fp32", "tf32", "amp"}
+    for r in _shipped():
+        assert r["precision"] != "tf32" or r["gpu"].startswith("A100")
+        assert r["precision"] != "fp32" or r["gpu"] == "V100"
     bert = [r for r in _shipped() if r["model"] == "bert_large"]
-    assert bert and all(r["seq_len"] == "384" and "fine-tuning" in r["notes"] for r in bert)
+    for r in bert:
+        if r["model_as_published"] == "bert-large-squad-finetune":
+            assert r["seq_len"] == "384" and "fine-tuning" in r["notes"]
+        else:
+            phase = {"128": "phase 1", "512": "phase 2"}[r["seq_len"]]
+            assert r["model_as_published"].endswith(phase.replace(" ", "")) and phase in r["notes"]
 
 
 def test_import_marks_rows_published_and_is_idempotent(tmp_path):
@@ -50,9 +91,11 @@ def test_import_marks_rows_published_and_is_idempotent(tmp_path):
         assert len(trials) == len(_shipped())
         assert {t["source"] for t in trials} == {"published"}
         (a100,) = [t for t in trials if t["model"] == "resnet50" and t["gpu_type"] == "A100-80GB"
-                   and t["gpus_per_node"] == 8 and t["precision"] == "amp"]
+                   and t["gpus_per_node"] == 8 and t["precision"] == "amp"
+                   and t["batch_per_gpu"] == 256]
         assert a100["throughput"] == 16621 and a100["batch_per_gpu"] == 256
         assert a100["nodes"] == 1 and a100["extra"]["unit"] == "img/s"
+        assert len({t["trial_key"] for t in trials}) == len(trials)
         big = [t for t in trials if t["model"] == "transformer_big"]
         assert all(t["batch_per_gpu"] is None and t["extra"]["tokens_per_gpu_batch"] == 10240
                    and t["extra"]["unit"] == "tok/s" for t in big)

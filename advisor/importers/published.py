@@ -6,7 +6,7 @@ node: a prior and a cross-check for modern GPUs, not measurements of this projec
 What lands in `trials`: model (zoo name where one exists), gpu_type (catalog name),
 nodes 1, gpus_per_node = num_gpus, sync 'allreduce', precision, batch_per_gpu, image_size /
 seq_len, throughput (samples/s: img/s or seq/s; tok/s for transformer_big, see
-`extra.unit`), software {'container': ...}; `extra`: citation, unit, in_zoo, notes,
+`extra.unit`); trial_key: see `trial_key`, software {'container': ...}; `extra`: citation, unit, in_zoo, notes,
 model_as_published, gpu_as_published, tokens_per_gpu_batch, import_fingerprint.
 """
 
@@ -31,11 +31,24 @@ def _int(value: str) -> int | None:
     return int(value) if value else None
 
 
+def trial_key(row: dict[str, str]) -> str:
+    """One key per published figure: model, GPU as published, count and precision, then the
+    per-GPU batch (or tokens per batch), input size and container, since one README gives
+    several batches and sequence lengths (BERT pre-training phases, fine-tuning) for the same
+    GPU count and precision, and one figure may be published for two container releases."""
+    key = (f"published:{row['model']}/{row['gpu_as_published']}/"
+           f"{row['num_gpus']}x/{row['precision']}")
+    for prefix, column in (("b", "batch_per_gpu"), ("t", "tokens_per_gpu_batch"),
+                           ("img", "image_size"), ("seq", "seq_len")):
+        if row[column]:
+            key += f"/{prefix}{row[column]}"
+    return f"{key}/{row['software']}"
+
+
 def trial_row(row: dict[str, str]) -> dict[str, Any]:
     gpu = gpu_spec(row["gpu"]).gpu  # KeyError names the known GPUs
     return {
-        "trial_key": f"published:{row['model']}/{row['gpu_as_published']}/"
-                     f"{row['num_gpus']}x/{row['precision']}",
+        "trial_key": trial_key(row),
         "sweep": "published",
         "status": "finished",
         "recorded_at": row["as_of"],
