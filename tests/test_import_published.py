@@ -51,6 +51,32 @@ def test_hand_checked_counts():
     assert float(row["throughput"]) == 2775.04 and row["batch_per_gpu"] == "64"
 
 
+def test_every_image_row_has_its_batch_and_image_size():
+    # The ConvNets READMEs do not state them; configs.yml (the launch.py config that their
+    # training scripts and benchmark commands use) does, per arch, platform and precision.
+    images = [r for r in _shipped() if r["unit"] == "img/s"]
+    assert images and all(r["batch_per_gpu"] and r["image_size"] for r in images)
+    assert all(r["batch_per_gpu"] for r in _shipped() if r["in_zoo"] == "1")
+    from_config = [r for r in images if "configs.yml@" in r["source"]]
+    assert len(from_config) == 88
+    assert all("configs.yml models." in r["notes"] for r in from_config)
+
+    def one(model, gpu, n, precision, software="pytorch-21.03 container"):
+        (row,) = [r for r in images if (r["model"], r["gpu_as_published"], r["num_gpus"],
+                                        r["precision"], r["software"]) ==
+                  (model, gpu, n, precision, software)]
+        return int(row["batch_per_gpu"]), int(row["image_size"]), float(row["throughput"])
+
+    assert one("efficientnet_b0", "DGX A100 (8x A100 80GB)", "8", "amp") == (256, 224, 16652)
+    assert one("efficientnet_b0", "DGX-1 (8x V100 16GB)", "1", "fp32") == (64, 224, 655)
+    assert one("efficientnet_b0", "DGX-1 (8x V100 32GB)", "8", "amp") == (256, 224, 8615)
+    assert one("efficientnet_b4", "DGX A100 (8x A100 80GB)", "8", "tf32") == (64, 380, 1223)
+    assert one("efficientnet_widese_b4", "DGX-1 (8x V100 16GB)", "8", "fp32") == (16, 380, 612)
+    assert one("se_resnext101_32x4d", "DGX-1 16GB (8x V100 16GB)", "8", "amp") == (112, 224, 2971)
+    assert one("resnet50", "DGX-1 16G (8x V100 16GB)", "8", "fp32",
+               "pytorch-20.12 container") == (112, 224, 2851)
+
+
 def test_no_two_rows_share_a_trial_key():
     from advisor.importers.published import trial_key
 
@@ -92,7 +118,8 @@ def test_import_marks_rows_published_and_is_idempotent(tmp_path):
         assert {t["source"] for t in trials} == {"published"}
         (a100,) = [t for t in trials if t["model"] == "resnet50" and t["gpu_type"] == "A100-80GB"
                    and t["gpus_per_node"] == 8 and t["precision"] == "amp"
-                   and t["batch_per_gpu"] == 256]
+                   and t["batch_per_gpu"] == 256
+                   and t["software"]["container"] == "pytorch-21.03 container"]
         assert a100["throughput"] == 16621 and a100["batch_per_gpu"] == 256
         assert a100["nodes"] == 1 and a100["extra"]["unit"] == "img/s"
         assert len({t["trial_key"] for t in trials}) == len(trials)
