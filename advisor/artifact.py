@@ -157,11 +157,14 @@ class Artifact:
 
     # -- revocations --------------------------------------------------------------------
 
-    def lifetime(self, provider: str, gpu: str, region: str, spot: bool) -> Lifetime:
+    def lifetime(self, provider: str, gpu: str, region: str, spot: bool,
+                 interruption_bucket: str | None = None) -> Lifetime:
+        """The node-life model of a market. `interruption_bucket` is the AWS Spot Instance
+        Advisor's bucket of the market (`cloud.catalog.spot_market`), which the caller looks
+        up: this reads no file."""
         if not spot:
             return Lifetime("on-demand", 1.0, math.inf, "on-demand nodes are not revoked")
         spec = self.doc["lifetime"]
-        catalog_gpu = gpu
         provider, gpu, region = provider.lower(), _gpu_key(gpu), region.lower()
         fitted = {(r["provider"], r["gpu"], r["region"]): r for r in spec["fitted"]}
         for key in ((provider, gpu, region), (provider, gpu, "*"), (provider, "*", "*")):
@@ -170,11 +173,10 @@ class Artifact:
                 return Lifetime("weibull", row["shape"], row["scale_s"],
                                 f"fitted: {row['events']} revocations in {row['n']} lives "
                                 f"({'/'.join(key)})")
-        if provider == "aws":
-            bucket = _aws_bucket(region, catalog_gpu)
-            if bucket in spec["aws_buckets"]:
-                return Lifetime("weibull", 1.0, spec["aws_buckets"][bucket],
-                                f"prior: AWS Spot Instance Advisor interruption frequency {bucket}")
+        if provider == "aws" and interruption_bucket in spec["aws_buckets"]:
+            return Lifetime("weibull", 1.0, spec["aws_buckets"][interruption_bucket],
+                            "prior: AWS Spot Instance Advisor interruption frequency "
+                            f"{interruption_bucket}")
         for row in spec["prior"]:  # most specific first
             if row["provider"] == provider and row["gpu"] in ("*", gpu) and \
                     row["region"] in ("*", region):
@@ -266,13 +268,3 @@ def _grouped(spec: dict, features: dict) -> Prediction:
     provenance = np.array(PROVENANCE)[rank]
     lo, hi = _interval(spec["calibration"], value, provenance)
     return Prediction(value, lo, hi, provenance)
-
-
-def _aws_bucket(region: str, gpu: str) -> str | None:
-    """The Spot Advisor interruption bucket of a market, from the catalog when it has one."""
-    try:
-        from cloud.catalog import spot_market
-        market = spot_market("aws", region, gpu)
-    except (ImportError, LookupError, FileNotFoundError):
-        return None
-    return market.interruption_bucket if market else None

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from advisor.errors import ParameterError
+from advisor.reasons import Cut, Reason
 from advisor.workload import GIB, Workload
 
 # Columns of Catalog.as_arrays() carried onto every candidate.
@@ -18,7 +20,11 @@ OFFERING_COLUMNS = (
 )
 
 
-class CandidateError(ValueError):
+FILTER_REASONS = {"provider": Reason.PROVIDER_FILTER, "region": Reason.REGION_FILTER,
+                  "GPU": Reason.GPU_FILTER}
+
+
+class CandidateError(ParameterError):
     """A filter names something the catalog does not hold; the message lists what it does."""
 
 
@@ -35,7 +41,7 @@ class Candidates:
     """Equal-length columns, one row per (offering, nodes, market)."""
 
     columns: dict[str, np.ndarray]
-    dropped: Counter = field(default_factory=Counter)  # reason -> candidates dropped
+    dropped: Counter = field(default_factory=Counter)  # Cut -> candidates dropped
     largest_gpu_gb: float | None = None  # most GPU memory among offerings the filters kept
 
     def __len__(self) -> int:
@@ -65,6 +71,12 @@ class Candidates:
         }
         return configuration_features(configs, {workload.model: workload.model_features()})
 
+    def spot_markets(self) -> list[tuple[str, str, str]]:
+        """The (provider, GPU, region) spot markets among the candidates, each once."""
+        spot = self.columns["spot"]
+        return sorted(set(zip(*(self.columns[c][spot].tolist()
+                                for c in ("provider", "gpu_type", "region")))))
+
 
 def enumerate_candidates(
     offerings: Mapping[str, np.ndarray],
@@ -79,7 +91,8 @@ def enumerate_candidates(
     region = np.asarray(offerings["region"]).astype(str)
     gpu = np.asarray(offerings["gpu_type"]).astype(str)
     if filters.max_nodes < 1:
-        raise CandidateError(f"--max-nodes must be at least 1, got {filters.max_nodes}")
+        raise CandidateError(f"max_nodes must be at least 1, got {filters.max_nodes}",
+                             "max_nodes")
 
     price_on_demand = np.asarray(offerings["price_on_demand"], dtype=float)
     price_spot = np.asarray(offerings["price_spot"], dtype=float)  # NaN where no spot market
@@ -87,9 +100,10 @@ def enumerate_candidates(
     rows_per_offering = filters.max_nodes * (1 + np.isfinite(price_spot))
     keep = np.ones(len(provider), dtype=bool)
     reasons: Counter = Counter()
-    for label, wanted, values in (("provider", filters.providers, provider),
-                                  ("region", filters.regions, region),
-                                  ("GPU", filters.gpus, gpu)):
+    for label, parameter, wanted, values in (
+            ("provider", "providers", filters.providers, provider),
+            ("region", "regions", filters.regions, region),
+            ("GPU", "gpus", filters.gpus, gpu)):
         if not wanted:
             continue
         known = sorted(set(values))
@@ -100,11 +114,11 @@ def enumerate_candidates(
         unknown = sorted(w for w in wanted if w.lower() not in accepted)
         if unknown:
             raise CandidateError(
-                f"unknown {label} {', '.join(unknown)}; the catalog has: {', '.join(known)}"
-            )
+                f"unknown {label} {', '.join(unknown)}; the catalog has: {', '.join(known)}",
+                parameter)
         lowered = [w.lower() for w in wanted]
         match = np.isin(names, lowered) | np.isin(family, lowered)
-        reasons[f"{label} filter"] += int(rows_per_offering[keep & ~match].sum())
+        reasons[Cut(FILTER_REASONS[label])] += int(rows_per_offering[keep & ~match].sum())
         keep &= match
 
     specs = {name: gpu_spec(name) for name in sorted(set(gpu))}
@@ -112,9 +126,9 @@ def enumerate_candidates(
     fits = workload.memory_per_gpu_bytes() <= memory_gb * GIB
     need = workload.memory_per_gpu_bytes() / GIB
     for g in sorted(set(gpu[keep & ~fits])):
-        reasons[f"memory: needs {need:.1f} GiB per GPU, {g} has {specs[g].memory_gb:g} GB"] += (
-            int(rows_per_offering[keep & ~fits & (gpu == g)].sum())
-        )
+        cut = Cut(Reason.MEMORY, gpu=g, need_gib=round(need, 1),
+                  gpu_memory_gb=specs[g].memory_gb)
+        reasons[cut] += int(rows_per_offering[keep & ~fits & (gpu == g)].sum())
     largest = float(memory_gb[keep].max()) if keep.any() else None
     keep &= fits
 

@@ -47,3 +47,8 @@ def format_duration(seconds: float) -> str:
     if seconds < 2 * 86400:
         return f"{seconds / 3600:.1f}h"
     return f"{seconds / 86400:.1f}d"
+
+
+def format_usd(amount: float) -> str:
+    """Short human form: $7.25, $1,200."""
+    return f"${amount:,.2f}" if amount < 100 else f"${amount:,.0f}"

@@ -1,11 +1,10 @@
 """Why the pick: how the pick's instance scales node by node, what revocations risk on it, and
-what was filtered out and why."""
+what was filtered out and why, as data (advisor.cli.recommend words it)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from advisor.durations import format_duration
 from advisor.optimizer import Plans
 from advisor.risk import mean_lifetime_s
 
@@ -56,9 +55,11 @@ def revocation_risk(plans: Plans, row: int, lifetime) -> dict:
     }
 
 
-def filtered(plans: Plans) -> dict[str, int]:
-    """Candidates dropped before scoring and candidates missing a constraint, with counts."""
-    return {**plans.candidates.dropped, **plans.misses}
+def filtered(plans: Plans) -> list[dict]:
+    """Candidates dropped before scoring and candidates missing a constraint: each cut's
+    reason and numbers (advisor.reasons.Cut) with its count."""
+    cuts = {**plans.candidates.dropped, **plans.misses}
+    return [{**cut.as_dict(), "count": count} for cut, count in cuts.items()]
 
 
 def explanation(plans: Plans, lifetime) -> dict:
@@ -69,33 +70,3 @@ def explanation(plans: Plans, lifetime) -> dict:
         "revocation_risk": revocation_risk(plans, row, lifetime) if row is not None else None,
         "filtered": filtered(plans),
     }
-
-
-def render(explained: dict) -> list[str]:
-    """The explanation as lines for people."""
-    lines = []
-    if explained["scaling"]:
-        lines.append("Scaling of the pick's instance (marginal efficiency of each added node; "
-                     f"worth adding while >= {explained['scaling_threshold']}):")
-        for step in explained["scaling"]:
-            eff = step["marginal_efficiency"]
-            mark = "" if eff is None else f"  efficiency {eff:.2f}" + (
-                "" if step["worth_adding"] else "  (past the knee)")
-            lines.append(f"  {step['nodes']} node(s): {step['throughput']:,.1f} samples/s, "
-                         f"speed-up {step['speedup']:.2f}x{mark}")
-    risk = explained["revocation_risk"]
-    if risk and risk["market"] == "spot":
-        life = risk["node_lifetime"]
-        lines.append(
-            f"Revocation risk: node life Weibull(shape {life['shape']:g}, mean "
-            f"{format_duration(life['mean_s'])}; {life['source']}), cluster MTBF "
-            f"{format_duration(risk['cluster_mtbf_s'])}, {risk['revocations_expected']:g} "
-            "revocations expected, checkpoint every "
-            f"{format_duration(risk['checkpoint_interval_s'])} (Young/Daly); time P50 "
-            f"{format_duration(risk['time_p50_s'])}, P90 {format_duration(risk['time_p90_s'])}")
-    elif risk:
-        lines.append("Revocation risk: none (on-demand nodes are not revoked)")
-    if explained["filtered"]:
-        lines.append("Filtered out:")
-        lines.extend(f"  {count:>7,}  {reason}" for reason, count in explained["filtered"].items())
-    return lines

@@ -1,5 +1,7 @@
-"""Rank candidate clusters for a workload: a pure function of (workload, candidates, estimator,
-revocation model, constraints) to plans, vectorised over every candidate. No I/O.
+"""Rank candidate clusters for a workload: a pure function of (workload, candidates, their
+features, estimator, node-lifetime models, constraints) to plans, vectorised over every
+candidate. No I/O: the caller (advisor.api) resolves the features and the lifetime model of
+every spot market beforehand.
 
 Time of a plan = start-up + samples / throughput, plus, on spot, what revocations cost
 (advisor.risk). The estimator's throughput interval is read as a log-normal error shared by
@@ -12,13 +14,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
 import numpy as np
 
 from advisor.candidates import Candidates
+from advisor.reasons import Cut, Reason
 from advisor.risk import simulate_spot
 from advisor.workload import Workload
 
@@ -43,7 +46,7 @@ class Plans:
     constraints: Constraints
     scores: dict[str, np.ndarray]
     ranked: np.ndarray  # feasible rows, best first
-    misses: Counter = field(default_factory=Counter)  # constraint -> candidates missing it
+    misses: Counter = field(default_factory=Counter)  # Cut -> candidates missing it
 
     @property
     def pick(self) -> int | None:
@@ -56,22 +59,27 @@ class Plans:
 def rank_plans(
     workload: Workload,
     candidates: Candidates,
+    features: Mapping[str, np.ndarray],
     estimator,
-    lifetime: Callable,
+    lifetimes: Mapping[tuple[str, str, str], object],
     constraints: Constraints,
     draws: int = DRAWS,
     seed: int = SEED,
 ) -> Plans:
     """Score every candidate and rank the feasible ones: cheapest at the confidence level when
-    there is a deadline, fastest when there is only a budget."""
+    there is a deadline, fastest when there is only a budget. `features` are
+    `candidates.features(workload)`; `lifetimes` map every (provider, GPU, region) of
+    `candidates.spot_markets()` to its spot nodes' Lifetime. The estimator's predict must do
+    no I/O (Artifact's does not)."""
     rng = np.random.default_rng(seed)
-    features = candidates.features(workload)
     throughput = estimator.predict("throughput", features)
     usable = np.isfinite(throughput.value) & (throughput.value > 0)
     if not usable.all():  # rare: score the rest, and say what was set aside
-        kept = candidates.take(np.flatnonzero(usable))
-        kept.dropped = kept.dropped + Counter({"no throughput prediction": int((~usable).sum())})
-        return rank_plans(workload, kept, estimator, lifetime, constraints, draws, seed)
+        rows = np.flatnonzero(usable)
+        kept = candidates.take(rows)
+        kept.dropped = kept.dropped + Counter({Cut(Reason.NO_THROUGHPUT): int((~usable).sum())})
+        return rank_plans(workload, kept, _subset(features, rows), estimator, lifetimes,
+                          constraints, draws, seed)
     startup = estimator.predict("startup_s", features).value
     nodes, spot = candidates["nodes"], candidates["spot"]
     samples = workload.total_samples(nodes * candidates["gpus_per_node"])
@@ -100,12 +108,12 @@ def rank_plans(
     sp = np.flatnonzero(spot)
     if len(sp):
         sub = _subset(features, sp)
-        keys, lifetimes = _lifetime_groups(candidates, sp, lifetime)
+        keys, models = _lifetime_groups(candidates, sp, lifetimes)
         overhead = (estimator.predict("recovery_s", sub).value
                     + startup[sp] / nodes[sp])  # one node short until its replacement is up
         runs = simulate_spot(keys, nodes[sp], samples[sp] / throughput.value[sp],
                              (z, sigma[sp]), estimator.predict("checkpoint_s", sub).value,
-                             overhead, lifetimes, rng)
+                             overhead, models, rng)
         # Quantiles of the distinct simulations, start-up (a constant per row) added after.
         # A sort along the draws is faster than a partition at three quantiles; float32
         # halves its work, times keep 7 significant digits.
@@ -130,7 +138,7 @@ def rank_plans(
     return _rank(candidates, constraints, scores)
 
 
-def _lifetime_groups(candidates: Candidates, rows: np.ndarray, lifetime: Callable):
+def _lifetime_groups(candidates: Candidates, rows: np.ndarray, lifetimes: Mapping):
     """Each row's index into a list of distinct node life models, and that list. Markets
     whose nodes live alike share a model, hence one set of simulated revocations."""
     _, first, inverse = np.unique(candidates["offering"][rows], return_index=True,
@@ -142,7 +150,7 @@ def _lifetime_groups(candidates: Candidates, rows: np.ndarray, lifetime: Callabl
     markets = list(zip(*(candidates[c][at].tolist() for c in ("provider", "gpu_type", "region"))))
     for market in markets:
         if market not in code_of_market:
-            model = lifetime(*market, True)
+            model = lifetimes[market]
             key = (model.shape, model.scale_s, getattr(model, "cap_s", math.inf))
             if key not in code_of_model:
                 code_of_model[key] = len(models)
@@ -160,15 +168,15 @@ def _rank(candidates: Candidates, constraints: Constraints, scores: dict) -> Pla
     time, cost = scores["time_conf"], scores["cost_conf"]
     feasible = np.isfinite(time)
     misses: Counter = Counter()
-    misses["never finishes (revocations outpace progress)"] = int((~np.isfinite(time)).sum())
-    percent = f"{constraints.confidence:.0%}"
+    misses[Cut(Reason.NEVER_FINISHES)] = int((~np.isfinite(time)).sum())
+    at = constraints.confidence
     if constraints.deadline_s is not None:
         late = np.isfinite(time) & (time > constraints.deadline_s)
-        misses[f"misses the deadline at {percent} confidence"] = int(late.sum())
+        misses[Cut(Reason.MISSES_DEADLINE, confidence=at)] = int(late.sum())
         feasible &= ~late
     if constraints.budget_usd is not None:
         over = np.isfinite(cost) & (cost > constraints.budget_usd)
-        misses[f"over budget at {percent} confidence"] = int(over.sum())
+        misses[Cut(Reason.OVER_BUDGET, confidence=at)] = int(over.sum())
         feasible &= ~over
     rows = np.flatnonzero(feasible)
     if constraints.deadline_s is not None:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from advisor.errors import ParameterError
+
 PRECISIONS = ("fp32", "amp", "bf16")
 GIB = 2.0**30
 
@@ -24,7 +26,7 @@ CONTEXT_RESERVE_BYTES = 1.0 * GIB
 FRAGMENTATION_MARGIN = 1.10
 
 
-class WorkloadError(ValueError):
+class WorkloadError(ParameterError):
     """Bad workload input; the message names the problem and what is accepted."""
 
 
@@ -98,13 +100,15 @@ def build_workload(
     features = card_features(card)
     if precision not in PRECISIONS:
         raise WorkloadError(
-            f"precision {precision!r} is not known; use one of {', '.join(PRECISIONS)}")
-    for flag, value in (("--epochs", epochs), ("--samples", samples), ("--steps", steps),
-                        ("--batch-size", batch_size)):
+            f"precision {precision!r} is not known; use one of {', '.join(PRECISIONS)}",
+            "precision")
+    for name, value in (("epochs", epochs), ("samples", samples), ("steps", steps),
+                        ("batch_size", batch_size)):
         if value is not None and value <= 0:
-            raise WorkloadError(f"{flag} must be positive, got {value}")
+            raise WorkloadError(f"{name} must be positive, got {value}", name)
     if steps is not None and (epochs is not None or samples is not None):
-        raise WorkloadError("give either --steps or --epochs/--samples, not both")
+        raise WorkloadError("give either steps or epochs/samples, not both",
+                            "steps", "epochs", "samples")
     return Workload(
         model=card["model"],
         task=card["task"],

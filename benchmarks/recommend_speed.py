@@ -71,6 +71,7 @@ def synthetic_candidates(workload, count: int, seed: int = 0):
 
 def scoring(count: int, repeats: int):
     """Wall and CPU seconds of rank_plans over `count` candidates; the estimator's share."""
+    from advisor.api import node_lifetimes
     from advisor.artifact import load_artifact
     from advisor.optimizer import Constraints, rank_plans
     from advisor.workload import build_workload
@@ -92,7 +93,8 @@ def scoring(count: int, repeats: int):
     for _ in range(repeats):
         predict_s.append(0.0)
         wall, cpu = time.perf_counter(), time.process_time()
-        plans = rank_plans(work, candidates, Timed(), artifact.lifetime,
+        plans = rank_plans(work, candidates, candidates.features(work), Timed(),
+                           node_lifetimes(artifact, candidates.spot_markets()),
                            Constraints(deadline_s=24 * 3600.0))
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)

@@ -68,6 +68,10 @@ class Revocation(_Strict):
         return self
 
 
+# Lists a spec may give as one value (`models: resnet50`).
+SCALAR_OR_LIST = ("models", "nodes", "batch_size", "precision", "zones", "instance_types")
+
+
 class SweepSpec(_Strict):
     name: str
     provider: str = "local"
@@ -93,8 +97,7 @@ class SweepSpec(_Strict):
     max_cost: float | None = Field(default=None, ge=0)  # USD for the whole sweep
     image: str | None = None
 
-    @field_validator("models", "nodes", "batch_size", "precision", "zones", "instance_types",
-                     mode="before")
+    @field_validator(*SCALAR_OR_LIST, mode="before")
     @classmethod
     def _scalar_to_list(cls, value: Any) -> Any:
         return value if isinstance(value, list) else [value]
@@ -214,6 +217,17 @@ class Trial:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def spec_schema() -> dict[str, Any]:
+    """JSON Schema of a sweep spec (docs/schemas/sweep_spec.json): the models' own, with the
+    lists that also take one value saying so."""
+    schema = SweepSpec.model_json_schema()
+    for name in SCALAR_OR_LIST:
+        field = schema["properties"][name]
+        listed = {key: field.pop(key) for key in ("type", "items", "minItems") if key in field}
+        field["anyOf"] = [listed["items"], listed]
+    return schema
 
 
 def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> SweepSpec:

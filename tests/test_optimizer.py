@@ -6,9 +6,10 @@ import math
 
 import numpy as np
 import pytest
-from test_recommend_fixtures import OFFERINGS, SAMPLES_PER_GPU_S, Estimator, candidates_for
+from test_recommend_fixtures import OFFERINGS, SAMPLES_PER_GPU_S, Estimator, candidates_for, rank
 
 from advisor.optimizer import Constraints, rank_plans
+from advisor.reasons import Cut, Reason
 
 
 def brute_force_on_demand(deadline_s=None, budget=None, max_nodes=4):
@@ -30,7 +31,7 @@ def on_demand_only(candidates):
 
 def test_deadline_mode_picks_the_cheapest_plan_that_meets_it():
     work, cands = candidates_for()
-    plans = rank_plans(work, on_demand_only(cands), Estimator(spread=0.0), Estimator().lifetime,
+    plans = rank(work, on_demand_only(cands), Estimator(spread=0.0), Estimator().lifetime,
                        Constraints(deadline_s=1800.0))
     expected = min(brute_force_on_demand(deadline_s=1800.0), key=lambda p: p[3])
     pick = plans.pick
@@ -42,7 +43,7 @@ def test_deadline_mode_picks_the_cheapest_plan_that_meets_it():
 
 def test_budget_mode_picks_the_fastest_plan_within_it():
     work, cands = candidates_for()
-    plans = rank_plans(work, on_demand_only(cands), Estimator(spread=0.0), Estimator().lifetime,
+    plans = rank(work, on_demand_only(cands), Estimator(spread=0.0), Estimator().lifetime,
                        Constraints(budget_usd=1.0))
     expected = min(brute_force_on_demand(budget=1.0), key=lambda p: p[2])
     assert (plans["instance_type"][plans.pick], plans["nodes"][plans.pick]) == expected[:2]
@@ -50,7 +51,7 @@ def test_budget_mode_picks_the_fastest_plan_within_it():
 
 def test_both_constraints_pick_the_cheapest_plan_meeting_both():
     work, cands = candidates_for()
-    plans = rank_plans(work, on_demand_only(cands), Estimator(spread=0.0), Estimator().lifetime,
+    plans = rank(work, on_demand_only(cands), Estimator(spread=0.0), Estimator().lifetime,
                        Constraints(deadline_s=900.0, budget_usd=2.0))
     feasible = brute_force_on_demand(deadline_s=900.0, budget=2.0)
     assert feasible, "fixture should leave some plan meeting both"
@@ -63,7 +64,7 @@ def test_both_constraints_pick_the_cheapest_plan_meeting_both():
 def test_spot_plans_are_ranked_by_their_cost_at_the_confidence_level():
     work, cands = candidates_for()
     constraints = Constraints(deadline_s=3600.0, confidence=0.8)
-    plans = rank_plans(work, cands, Estimator(), Estimator().lifetime, constraints)
+    plans = rank(work, cands, Estimator(), Estimator().lifetime, constraints)
     rows = range(len(cands))
     feasible = [r for r in rows if plans["time_conf"][r] <= 3600.0]
     assert sorted(plans.ranked.tolist()) == sorted(feasible)
@@ -75,16 +76,16 @@ def test_spot_plans_are_ranked_by_their_cost_at_the_confidence_level():
 
 def test_nothing_feasible_leaves_no_pick_and_counts_the_misses():
     work, cands = candidates_for()
-    plans = rank_plans(work, cands, Estimator(), Estimator().lifetime,
+    plans = rank(work, cands, Estimator(), Estimator().lifetime,
                        Constraints(deadline_s=60.0))
     assert plans.pick is None
-    assert plans.misses["misses the deadline at 90% confidence"] == len(cands)
+    assert plans.misses[Cut(Reason.MISSES_DEADLINE, confidence=0.9)] == len(cands)
 
 
 def test_spot_with_endless_lifetimes_takes_as_long_as_on_demand():
     work, cands = candidates_for()
     estimator = Estimator(spot_life_s=math.inf)
-    plans = rank_plans(work, cands, estimator, lambda *key: estimator.lifetime(*key[:3], False),
+    plans = rank(work, cands, estimator, lambda *key: estimator.lifetime(*key[:3], False),
                        Constraints(deadline_s=1400.0))
     spot = np.flatnonzero(cands["spot"])
     on_demand = {(cands["offering"][r], cands["nodes"][r]): r
@@ -100,7 +101,7 @@ def test_spot_with_endless_lifetimes_takes_as_long_as_on_demand():
 def test_revocations_lengthen_spot_runs_and_p90_is_never_below_p50():
     work, cands = candidates_for(epochs=200)
     estimator = Estimator(spot_life_s=2 * 3600.0)
-    plans = rank_plans(work, cands, estimator, estimator.lifetime, Constraints(budget_usd=1e6))
+    plans = rank(work, cands, estimator, estimator.lifetime, Constraints(budget_usd=1e6))
     spot = cands["spot"]
     assert (plans["time_p90"] >= plans["time_p50"]).all()
     assert (plans["cost_p90"] >= plans["cost_p50"]).all()
@@ -114,7 +115,7 @@ def test_revocations_lengthen_spot_runs_and_p90_is_never_below_p50():
 def test_the_same_seed_gives_the_same_plans():
     work, cands = candidates_for()
     estimator = Estimator(spot_life_s=1800.0)
-    runs = [rank_plans(work, cands, estimator, estimator.lifetime, Constraints(deadline_s=7200.0))
+    runs = [rank(work, cands, estimator, estimator.lifetime, Constraints(deadline_s=7200.0))
             for _ in range(2)]
     np.testing.assert_array_equal(runs[0]["time_p90"], runs[1]["time_p90"])
     np.testing.assert_array_equal(runs[0].ranked, runs[1].ranked)
@@ -129,10 +130,10 @@ def test_candidates_without_a_throughput_prediction_are_set_aside():
             return prediction
 
     work, cands = candidates_for()
-    plans = rank_plans(work, cands, Partial(), Estimator().lifetime, Constraints(deadline_s=1e5))
+    plans = rank(work, cands, Partial(), Estimator().lifetime, Constraints(deadline_s=1e5))
     t4 = int((cands["gpu_type"] == "T4").sum())
     assert len(plans.candidates) == len(cands) - t4
-    assert plans.candidates.dropped["no throughput prediction"] == t4
+    assert plans.candidates.dropped[Cut(Reason.NO_THROUGHPUT)] == t4
     assert "T4" not in set(plans["gpu_type"])
 
 
@@ -148,7 +149,7 @@ def test_spot_quantiles_and_probabilities_are_those_of_the_draws(monkeypatch):
     work, cands = candidates_for(epochs=50)
     estimator = Estimator(spot_life_s=3 * 3600.0)
     deadline, budget = 2500.0, 0.9  # inside the spread of several plans
-    plans = rank_plans(work, cands, estimator, estimator.lifetime,
+    plans = rank(work, cands, estimator, estimator.lifetime,
                        Constraints(deadline_s=deadline, budget_usd=budget, confidence=0.8))
     spot = np.flatnonzero(cands["spot"])
     total = simulated[0].time_s + plans["startup_s"][spot]  # (draws, spot rows)
@@ -161,3 +162,33 @@ def test_spot_quantiles_and_probabilities_are_those_of_the_draws(monkeypatch):
                                (total * cost_per_s <= budget).mean(axis=0), atol=0.011)
     for p in ("p_deadline", "p_budget"):
         assert ((plans[p][spot] > 0) & (plans[p][spot] < 1)).any()
+
+
+def test_ranking_opens_no_file(monkeypatch):
+    """The optimizer is pure: with the shipped artifact and catalog, every input resolved
+    beforehand as advisor.api does, ranking opens no file."""
+    import builtins
+    import io
+    import os
+
+    from advisor.api import node_lifetimes
+    from advisor.artifact import load_artifact
+    from advisor.candidates import Filters, enumerate_candidates
+    from advisor.workload import build_workload
+    from cloud.catalog import load_catalog
+    from profiler.cards import load_cards
+
+    work = build_workload(load_cards(), "resnet50")
+    cands = enumerate_candidates(load_catalog().as_arrays(), work, Filters(max_nodes=2))
+    artifact = load_artifact()
+    features, lifetimes = cands.features(work), node_lifetimes(artifact, cands.spot_markets())
+    assert any(market[0] == "aws" for market in lifetimes)
+
+    def refuse(path, *args, **kwargs):
+        raise AssertionError(f"rank_plans opened {path!r}")
+
+    for module, name in ((builtins, "open"), (io, "open"), (os, "open")):
+        monkeypatch.setattr(module, name, refuse)
+    plans = rank_plans(work, cands, features, artifact, lifetimes, Constraints(deadline_s=86400))
+    monkeypatch.undo()
+    assert plans.pick is not None and plans["spot"].any()

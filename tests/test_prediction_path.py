@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from advisor.api import node_lifetimes
 from advisor.artifact import load_artifact
 from advisor.candidates import Filters, enumerate_candidates
 from advisor.features import model_features, trial_features
@@ -35,7 +36,8 @@ def recommended():
     candidates = enumerate_candidates(load_catalog().as_arrays(), workload,
                                       Filters(gpus=["A100-80GB", "T4"], max_nodes=3))
     artifact = load_artifact()
-    plans = rank_plans(workload, candidates, artifact, artifact.lifetime,
+    plans = rank_plans(workload, candidates, candidates.features(workload), artifact,
+                       node_lifetimes(artifact, candidates.spot_markets()),
                        Constraints(deadline_s=30 * 86400))
     return workload, plans, artifact
 

@@ -40,9 +40,9 @@ def test_deadline_mode_picks_the_cheapest_plan_meeting_the_deadline():
     assert costs == sorted(costs)
     # Every candidate is either among the plans or counted as missing the deadline.
     explained = as_json("--model", "resnet50", "--deadline", "2d", "--explain")["explain"]
-    assert len(plans) + explained["filtered"].get("misses the deadline at 90% confidence", 0) \
-        + explained["filtered"].get("never finishes (revocations outpace progress)", 0) \
-        == out["catalog"]["candidates"]
+    missed = sum(cut["count"] for cut in explained["filtered"]
+                 if cut["reason"] in ("misses_deadline", "never_finishes"))
+    assert len(plans) + missed == out["catalog"]["candidates"]
 
 
 def test_budget_mode_picks_the_fastest_plan_within_budget():
@@ -107,17 +107,26 @@ def test_explain_reports_scaling_risk_and_filters():
     explained = out["explain"]
     assert [s["nodes"] for s in explained["scaling"]] == list(range(1, 9))
     assert explained["scaling"][0]["marginal_efficiency"] is None
-    assert explained["filtered"]["GPU filter"] > 0
+    assert cuts(explained)["gpu_filter"]["count"] > 0
     assert explained["revocation_risk"]["market"] == out["pick"]["market"]
     text = recommend("--model", "resnet50", "--deadline", "12h", "--explain").stdout
     assert "Scaling of the pick" in text and "Filtered out" in text
 
 
+def cuts(explained: dict) -> dict:
+    return {cut["reason"]: cut for cut in explained["filtered"]}
+
+
 def test_memory_filter_drops_small_gpus():
     # gpt2_medium at its card's batch of 8 needs ~35 GiB per GPU in fp32.
     out = as_json("--model", "gpt2_medium", "--deadline", "60d", "--explain", "--top", "100000")
-    memory = {k: v for k, v in out["explain"]["filtered"].items() if k.startswith("memory")}
-    assert any("T4 has 16 GB" in reason for reason in memory), memory
+    memory = [cut for cut in out["explain"]["filtered"] if cut["reason"] == "memory"]
+    assert {"gpu": "T4", "gpu_memory_gb": 16} in [
+        {key: cut[key] for key in ("gpu", "gpu_memory_gb")} for cut in memory], memory
+    assert all(abs(cut["need_gib"] - out["workload"]["memory_per_gpu_gb"]) <= 0.05
+               for cut in memory)
+    text = recommend("--model", "gpt2_medium", "--deadline", "60d", "--explain").stdout
+    assert "T4 has 16 GB" in text  # worded for people by the CLI
     assert {p["gpu"] for p in out["plans"]} <= {"A100-40GB", "A100-80GB", "H100-80GB"}
     assert out["workload"]["memory_per_gpu_gb"] > 24
 

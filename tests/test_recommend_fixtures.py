@@ -10,6 +10,7 @@ import numpy as np
 
 from advisor.artifact import Lifetime, Prediction
 from advisor.candidates import Filters, enumerate_candidates
+from advisor.optimizer import rank_plans
 from advisor.workload import build_workload
 from cloud.gpus import gpu_spec
 
@@ -83,3 +84,11 @@ def candidates_for(model="tinynet", max_nodes=4, **workload):
     work = build_workload(CARDS, model, **workload)
     return work, enumerate_candidates(offering_arrays(), work, Filters(max_nodes=max_nodes),
                                       gpu_spec)
+
+
+def rank(work, cands, estimator, lifetime, constraints, **options):
+    """rank_plans with the features and the spot markets' lifetimes resolved beforehand, as
+    advisor.api does; `lifetime` is called as Artifact.lifetime is."""
+    lifetimes = {market: lifetime(*market, True) for market in cands.spot_markets()}
+    return rank_plans(work, cands, cands.features(work), estimator, lifetimes, constraints,
+                      **options)

@@ -4,13 +4,34 @@ scikit-learn or cloud SDK on this path."""
 
 from __future__ import annotations
 
-import warnings
+import re
+import sys
+from enum import Enum
 from pathlib import Path
 
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit_csv, emit_json, fail, warn
+from advisor.cli.output import emit_csv, emit_json, fail, warn
+from advisor.durations import format_usd
+from advisor.reasons import Reason
+
+
+class RecommendFormat(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+    skypilot = "skypilot"
+
+
+# The flag of each API parameter whose name differs from it.
+FLAGS = {"providers": "provider", "regions": "region", "gpus": "gpu"}
+CUT_WORDS = {
+    Reason.PROVIDER_FILTER: "provider filter", Reason.REGION_FILTER: "region filter",
+    Reason.GPU_FILTER: "GPU filter", Reason.NO_THROUGHPUT: "no throughput prediction",
+    Reason.NEVER_FINISHES: "never finishes (revocations outpace progress)",
+    Reason.MISSES_DEADLINE: "misses the deadline", Reason.OVER_BUDGET: "over budget",
+}
 
 TABLE_COLUMNS = {
     "rank": "#", "where": "where", "instance_type": "instance", "shape": "GPUs x nodes",
@@ -37,10 +58,6 @@ NARROW_LAYOUTS = (
 )
 
 
-def _split(values: list[str] | None) -> list[str]:
-    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
-
-
 @app.command("recommend")
 def recommend(
     model: str | None = typer.Option(
@@ -64,7 +81,10 @@ def recommend(
         None, help="only these GPUs or families: T4, V100, A100-80GB, A100, ..."),
     max_nodes: int = typer.Option(8, help="largest cluster to consider, in nodes"),
     top: int = typer.Option(10, help="plans to show"),
-    fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP),
+    fmt: RecommendFormat = typer.Option(
+        RecommendFormat.table, "--format",
+        help="table for people; json or csv for scripts; skypilot: the pick as a SkyPilot "
+        "task fragment (resources, num_nodes)"),
     plot: Path | None = typer.Option(None, help="write the time-cost Pareto frontier PNG"),
     explain: bool = typer.Option(
         False, "--explain", help="show scaling, revocation risk and what was cut"),
@@ -72,6 +92,8 @@ def recommend(
         None, help="fitted model artifact (default: datasets/model_artifact.json)"),
     catalog: list[Path] | None = typer.Option(
         None, help="catalog CSV to read instead of the shipped ones (repeatable)"),
+    schema: bool = typer.Option(
+        False, "--schema", help="print the JSON Schema of --format json and exit"),
 ) -> None:
     """Recommend the cheapest cluster that meets --deadline, or the fastest within --budget.
 
@@ -87,50 +109,49 @@ def recommend(
       advisor recommend --model resnet50 --deadline 2d --budget 400 --gpu V100,A100 --explain
 
       advisor recommend --model resnet18 --deadline 6h --precision amp --plot frontier.png
+
+      advisor recommend --model resnet50 --deadline 24h --format skypilot > task.yaml
+
+    The same from Python: `from advisor import recommend`.
     """
-    from advisor.candidates import CandidateError, Filters, enumerate_candidates
-    from advisor.durations import parse_budget, parse_deadline
-    from advisor.optimizer import Constraints, rank_plans
-    from advisor.workload import WorkloadError, build_workload
+    from advisor.api import recommend as run
+    from advisor.errors import AdvisorError
 
+    if schema:
+        from advisor.schema import recommendation_schema
+
+        emit_json(recommendation_schema())
+        return
     model = _model(model, model_argument)
-    if deadline is None and budget is None:
-        fail("give --deadline (e.g. 24h) or --budget (e.g. 500 USD), or both")
-    if not 0 < confidence < 1:
-        fail(f"--confidence must lie between 0 and 1 (e.g. 0.9), got {confidence:g}")
-    if top < 1:
-        fail(f"--top must be at least 1, got {top}")
     try:
-        constraints = Constraints(
-            deadline_s=parse_deadline(deadline) if deadline is not None else None,
-            budget_usd=parse_budget(budget) if budget is not None else None,
-            confidence=confidence,
-        )
-        work = build_workload(_cards(), model, epochs=epochs, samples=samples, steps=steps,
-                              batch_size=batch_size, precision=precision)
-    except (ValueError, WorkloadError) as error:
-        fail(str(error))
-    offerings, as_of = _catalog(catalog)
-    try:
-        candidates = enumerate_candidates(
-            offerings, work, Filters(_split(provider), _split(region), _split(gpu), max_nodes))
-    except CandidateError as error:
-        fail(str(error))
-    if not len(candidates):
-        fail(_nothing_fits(work, candidates), 1)
-    estimator = _artifact(artifact)
-    plans = rank_plans(work, candidates, estimator, estimator.lifetime, constraints)
-
-    if plans.pick is None:
-        fail(_nothing_meets(plans), 1)
-    _report(plans, work, as_of, fmt, top, explain, estimator)
+        result = run(model, deadline=deadline, budget=budget, confidence=confidence,
+                     epochs=epochs, samples=samples, steps=steps, batch_size=batch_size,
+                     precision=precision, providers=provider or (), regions=region or (),
+                     gpus=gpu or (), max_nodes=max_nodes, artifact=artifact, catalog=catalog,
+                     top=top)
+    except AdvisorError as error:
+        fail(flag_words(error), error.exit_code)
+    for message in result.warnings:
+        warn(message)
+    _report(result, fmt, explain)
     if plot is not None:
         from advisor.plot import plot_frontier
 
         try:
-            plot_frontier(plans, plot, f"{work.model}: time and cost of every plan")
+            plot_frontier(result.ranking, plot,
+                          f"{result.workload.model}: time and cost of every plan")
         except (OSError, RuntimeError) as error:
             fail(f"cannot write the plot {plot}: {error}")
+
+
+def flag_words(error) -> str:
+    """The error's message with the API parameters it names worded as this command's flags
+    (max_nodes -> --max-nodes, gpus -> --gpu)."""
+    message = str(error)
+    for parameter in error.parameters:
+        flag = "--" + FLAGS.get(parameter, parameter).replace("_", "-")
+        message = re.sub(rf"(?<![-\w]){re.escape(parameter)}(?!\w)", flag, message)
+    return message
 
 
 def _model(option: str | None, argument: str | None) -> str:
@@ -138,138 +159,36 @@ def _model(option: str | None, argument: str | None) -> str:
     if option and argument and option != argument:
         fail(f"two models given, --model {option} and {argument}; give one")
     if not (option or argument):
-        fail(f"give the model to train with --model, one of: {', '.join(_cards())}")
+        fail(f"give the model to train with --model, one of: {', '.join(_model_names())}")
     return option or argument
 
 
-def _nothing_fits(work, candidates) -> str:
-    from advisor.workload import GIB
-
-    if candidates.largest_gpu_gb is None:
-        return "no offering is left after the filters; widen --provider, --region or --gpu"
-    return (f"{work.model} at batch {work.batch_per_gpu} ({work.precision}) needs "
-            f"{work.memory_per_gpu_bytes() / GIB:.1f} GiB per GPU and the largest GPU has "
-            f"{candidates.largest_gpu_gb:g} GB; try a smaller --batch-size or --precision amp")
-
-
-def _cards():
-    from profiler.cards import load_cards
+def _model_names() -> list[str]:
+    from advisor.api import model_cards
+    from advisor.errors import AdvisorError
 
     try:
-        return load_cards()
-    except (OSError, ValueError, KeyError) as error:
-        fail(f"cannot read the model cards ({error}); restore datasets/model_cards.csv", 1)
+        return list(model_cards())
+    except AdvisorError as error:
+        fail(str(error), error.exit_code)
 
 
-def _catalog(files: list[Path] | None):
-    from cloud.catalog import CatalogError, StaleCatalogWarning, load_catalog
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", StaleCatalogWarning)
-        try:
-            loaded = load_catalog(files or None)
-        except CatalogError as error:
-            fail(f"{error}; restore the file or rebuild it with `advisor catalog refresh`")
-    for warning in caught:
-        warn(str(warning.message))
-    if not loaded.offerings:
-        fail("the price catalog holds no offering; run `advisor catalog refresh`", 1)
-    as_of = min(o.as_of for o in loaded.offerings).isoformat()
-    return loaded.as_arrays(), as_of
-
-
-def _artifact(path: Path | None):
-    from advisor.artifact import ArtifactError, load_artifact
-
-    try:
-        return load_artifact(path)
-    except ArtifactError as error:
-        fail(str(error), 2 if path else 1)  # a path the user gave is bad input
-
-
-def _describe(plans, row: int) -> dict:
-    """One plan as plain values, for every output format."""
-    p = plans
-
-    def number(name, digits=2):
-        return round(float(p[name][row]), digits)
-
-    return {
-        "provider": str(p["provider"][row]), "region": str(p["region"][row]),
-        "instance_type": str(p["instance_type"][row]), "gpu": str(p["gpu_type"][row]),
-        "gpus_per_node": int(p["gpus_per_node"][row]), "nodes": int(p["nodes"][row]),
-        "shape": f"{int(p['gpus_per_node'][row])}x{p['gpu_type'][row]} x{int(p['nodes'][row])}",
-        "market": "spot" if p["spot"][row] else "on-demand",
-        "price_per_node_hour": number("price_per_node_hour", 4),
-        "throughput": number("throughput", 1), "throughput_lo": number("throughput_lo", 1),
-        "throughput_hi": number("throughput_hi", 1),
-        "time_p50_s": number("time_p50", 0), "time_p90_s": number("time_p90", 0),
-        "cost_p50": number("cost_p50"), "cost_p90": number("cost_p90"),
-        "time_at_confidence_s": number("time_conf", 0), "cost_at_confidence": number("cost_conf"),
-        "p_deadline": number("p_deadline", 3) if p.constraints.deadline_s is not None else None,
-        "p_budget": number("p_budget", 3) if p.constraints.budget_usd is not None else None,
-        "revocations_expected": number("revocations", 2),
-        "checkpoint_interval_s": (number("checkpoint_interval_s", 0)
-                                  if p["spot"][row] and float(p["checkpoint_interval_s"][row])
-                                  < float("inf") else None),
-        "provenance": str(p["provenance"][row]),
-    }
-
-
-def _nothing_meets(plans) -> str:
-    import numpy as np
-
+def _report(result, fmt: RecommendFormat, explain: bool) -> None:
     from advisor.durations import format_duration
 
-    c = plans.constraints
-    time, cost = plans["time_conf"], plans["cost_conf"]
-    want = " and ".join(
-        ([f"the {format_duration(c.deadline_s)} deadline"] if c.deadline_s is not None else [])
-        + ([f"the {usd(c.budget_usd)} budget"] if c.budget_usd is not None else []))
-
-    def name(row):
-        d = _describe(plans, row)
-        return (f"{d['provider']} {d['instance_type']} x{d['nodes']} {d['market']} in "
-                f"{d['region']} ({format_duration(time[row])}, {usd(cost[row])})")
-
-    finite = np.flatnonzero(np.isfinite(time))
-    if not len(finite):
-        return f"no plan meets {want}: spot revocations outpace progress on every candidate"
-    fastest = finite[np.argmin(time[finite])]
-    cheapest = finite[np.argmin(cost[finite])]
-    return (f"no plan meets {want} at {c.confidence:.0%} confidence; the fastest is "
-            f"{name(fastest)} and the cheapest is {name(cheapest)}")
-
-
-def _report(plans, work, as_of, fmt, top, explain, estimator) -> None:
-    from advisor.durations import format_duration
-    from advisor.explain import explanation, render
-
-    rows = [{"rank": rank, **_describe(plans, int(row))}
-            for rank, row in enumerate(plans.ranked[:top], 1)]
-    pick = rows[0]
-    explained = None
-    if explain:
-        lifetime = estimator.lifetime(pick["provider"], pick["gpu"], pick["region"],
-                                      pick["market"] == "spot")
-        explained = explanation(plans, lifetime)
-    if fmt is Format.json:
-        c = plans.constraints
-        emit_json({
-            "pick": pick, "plans": rows, "workload": work.describe(),
-            "constraints": {"deadline_s": c.deadline_s, "budget_usd": c.budget_usd,
-                            "confidence": c.confidence},
-            "assumptions": _assumptions(),
-            "catalog": {"as_of": as_of, "candidates": len(plans.candidates)},
-            "artifact": {key: getattr(estimator, "doc", {}).get(key)
-                         for key in ("schema_version", "fitted_at")},
-            **({"explain": explained} if explained else {}),
-        })
+    explained = result.explain() if explain else None
+    if fmt is RecommendFormat.json:
+        emit_json(result.to_dict(explain=explain))
         return
-    if fmt is Format.csv:
-        emit_csv(rows, [key for key in pick if key != "shape"])
+    if fmt is RecommendFormat.skypilot:
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(result.to_skypilot(), sort_keys=False))
         return
-    _table(rows, plans, work, as_of, format_duration)
+    if fmt is RecommendFormat.csv:
+        emit_csv(result.plans, [key for key in result.pick if key != "shape"])
+        return
+    _table(result.plans, result.ranking, result.workload, result.as_of, format_duration)
     if explained:
         from rich.console import Console
 
@@ -284,7 +203,7 @@ def _table(rows, plans, work, as_of, format_duration) -> None:
     c = plans.constraints
     goal = " and ".join(
         ([f"deadline {format_duration(c.deadline_s)}"] if c.deadline_s is not None else [])
-        + ([f"budget {usd(c.budget_usd)}"] if c.budget_usd is not None else []))
+        + ([f"budget {format_usd(c.budget_usd)}"] if c.budget_usd is not None else []))
     at = f"{c.confidence:.0%}"
     cells = [{
         "rank": f"*{row['rank']}" if row["rank"] == 1 else str(row["rank"]),
@@ -293,9 +212,9 @@ def _table(rows, plans, work, as_of, format_duration) -> None:
         "instance_type": row["instance_type"], "shape": row["shape"], "market": row["market"],
         "throughput": f"{row['throughput']:,.0f}",
         "time": f"{format_duration(row['time_p50_s'])}-{format_duration(row['time_p90_s'])}",
-        "cost": f"{usd(row['cost_p50'])}-{usd(row['cost_p90'])}",
+        "cost": f"{format_usd(row['cost_p50'])}-{format_usd(row['cost_p90'])}",
         "time_conf": format_duration(row["time_at_confidence_s"]),
-        "cost_conf": usd(row["cost_at_confidence"]),
+        "cost_conf": format_usd(row["cost_at_confidence"]),
         "p_deadline": "-" if row["p_deadline"] is None else f"{row['p_deadline']:.2f}",
         "provenance": row["provenance"],
     } for row in rows]
@@ -325,20 +244,45 @@ def _table(rows, plans, work, as_of, format_duration) -> None:
         console.print(f"narrow console hides {left_out}; --format json has all", style="dim")
 
 
-def usd(amount: float) -> str:
-    return f"${amount:,.2f}" if amount < 100 else f"${amount:,.0f}"
+def cut_words(cut: dict) -> str:
+    """A cut (advisor.reasons.Cut as a dict) as the phrase the table and --explain print."""
+    reason = Reason(cut["reason"])
+    if reason is Reason.MEMORY:
+        return (f"memory: needs {cut['need_gib']:.1f} GiB per GPU, {cut['gpu']} has "
+                f"{cut['gpu_memory_gb']:g} GB")
+    if reason in (Reason.MISSES_DEADLINE, Reason.OVER_BUDGET):
+        return f"{CUT_WORDS[reason]} at {cut['confidence']:.0%} confidence"
+    return CUT_WORDS[reason]
 
 
-def _assumptions() -> dict:
-    from advisor import optimizer, risk, workload
+def render(explained: dict) -> list[str]:
+    """The explanation (Recommendation.explain()) as lines for people."""
+    from advisor.durations import format_duration
 
-    return {
-        "draws": optimizer.DRAWS, "seed": optimizer.SEED,
-        "throughput_interval_coverage": optimizer.INTERVAL_COVERAGE,
-        "checkpoint_interval": "Young/Daly sqrt(2 x checkpoint_s x cluster MTBF)",
-        "revocation_cost": "recovery_s + startup_s / nodes + work since the last checkpoint",
-        "sync": "allreduce (DDP)",
-        "optimizer_state_bytes_per_param": workload.OPTIMIZER_STATE_BYTES,
-        "memory_reserve_gib": workload.CONTEXT_RESERVE_BYTES / workload.GIB,
-        "never_finishes_beyond": f"{risk.MAX_SLOWDOWN:g}x the run without revocations",
-    }
+    lines = []
+    if explained["scaling"]:
+        lines.append("Scaling of the pick's instance (marginal efficiency of each added node; "
+                     f"worth adding while >= {explained['scaling_threshold']}):")
+        for step in explained["scaling"]:
+            eff = step["marginal_efficiency"]
+            mark = "" if eff is None else f"  efficiency {eff:.2f}" + (
+                "" if step["worth_adding"] else "  (past the knee)")
+            lines.append(f"  {step['nodes']} node(s): {step['throughput']:,.1f} samples/s, "
+                         f"speed-up {step['speedup']:.2f}x{mark}")
+    risk = explained["revocation_risk"]
+    if risk and risk["market"] == "spot":
+        life = risk["node_lifetime"]
+        lines.append(
+            f"Revocation risk: node life Weibull(shape {life['shape']:g}, mean "
+            f"{format_duration(life['mean_s'])}; {life['source']}), cluster MTBF "
+            f"{format_duration(risk['cluster_mtbf_s'])}, {risk['revocations_expected']:g} "
+            "revocations expected, checkpoint every "
+            f"{format_duration(risk['checkpoint_interval_s'])} (Young/Daly); time P50 "
+            f"{format_duration(risk['time_p50_s'])}, P90 {format_duration(risk['time_p90_s'])}")
+    elif risk:
+        lines.append("Revocation risk: none (on-demand nodes are not revoked)")
+    if explained["filtered"]:
+        lines.append("Filtered out:")
+        lines.extend(f"  {cut['count']:>7,}  {cut_words(cut)}" for cut in explained["filtered"])
+    return lines
+

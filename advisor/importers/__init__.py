@@ -11,11 +11,24 @@ Every importer is idempotent: importing the same data twice adds nothing the sec
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from profiler.store import TABLES, Store
+
+
+# Reference data that must not ship with the repository (CM-DARE's) lies under this directory;
+# by default ../shared/reference beside the checkout.
+REFERENCE_ENV = "GPUADVISOR_REFERENCE"
+
+
+def reference_dir(name: str) -> Path:
+    """The directory of the reference data set `name` (e.g. "cmdare"): $GPUADVISOR_REFERENCE/name,
+    or ../shared/reference/name beside the checkout. It may not exist."""
+    default = Path(__file__).resolve().parents[2].parent / "shared" / "reference"
+    return Path(os.environ.get(REFERENCE_ENV) or default) / name
 
 
 class ImportDataError(Exception):

@@ -1,0 +1,299 @@
+"""The advisor's Python API: `recommend` ranks every cluster of the price catalog for a
+workload and returns a `Recommendation` as data. The `advisor recommend` command parses its
+arguments, calls this and renders the result. numpy only: no torch, pandas, scikit-learn or
+cloud SDK on this path.
+
+Errors are `advisor.errors.AdvisorError`s naming the API's parameters; warnings (a stale
+catalog) are data on the result, never printed.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from advisor.durations import format_duration, format_usd, parse_budget, parse_deadline
+from advisor.errors import AdvisorError, NoPlanError, ParameterError
+from advisor.optimizer import Constraints, Plans
+
+# SkyPilot's names of the catalog's GPUs where they differ (`sky show-gpus`).
+SKYPILOT_ACCELERATORS = {"A100-40GB": "A100", "H100-80GB": "H100"}
+
+
+@dataclass
+class Recommendation:
+    """Ranked plans for a workload. `plans` are the best `top`, best first, as plain values;
+    `ranking` holds the scores of every candidate (advisor.optimizer.Plans)."""
+
+    plans: list[dict]
+    workload: object  # advisor.workload.Workload
+    ranking: Plans
+    as_of: str  # date of the oldest price used
+    artifact: dict  # the artifact's schema_version and fitted_at
+    lifetimes: dict = field(repr=False)  # (provider, GPU, region) -> spot nodes' Lifetime
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def pick(self) -> dict:
+        return self.plans[0]
+
+    @property
+    def constraints(self) -> Constraints:
+        return self.ranking.constraints
+
+    def explain(self) -> dict:
+        """How the pick's instance scales, what revocations risk on it, what was cut and why
+        (each cut an advisor.reasons.Cut as a dict, with its count)."""
+        from advisor.artifact import Lifetime
+        from advisor.explain import explanation
+
+        pick = self.pick
+        lifetime = (self.lifetimes[(pick["provider"], pick["gpu"], pick["region"])]
+                    if pick["market"] == "spot"
+                    else Lifetime("on-demand", 1.0, math.inf, "on-demand nodes are not revoked"))
+        return explanation(self.ranking, lifetime)
+
+    def to_dict(self, explain: bool = False) -> dict:
+        """What `advisor recommend --format json` prints (with --explain: `explain` too)."""
+        c = self.constraints
+        return {
+            "pick": self.pick, "plans": self.plans, "workload": self.workload.describe(),
+            "constraints": {"deadline_s": c.deadline_s, "budget_usd": c.budget_usd,
+                            "confidence": c.confidence},
+            "assumptions": assumptions(),
+            "catalog": {"as_of": self.as_of, "candidates": len(self.ranking.candidates)},
+            "artifact": self.artifact,
+            **({"explain": self.explain()} if explain else {}),
+        }
+
+    def to_skypilot(self) -> dict:
+        """The pick as a SkyPilot task fragment (`resources` and `num_nodes`)."""
+        pick = self.pick
+        gpu = SKYPILOT_ACCELERATORS.get(pick["gpu"], pick["gpu"])
+        return {
+            "resources": {
+                "cloud": pick["provider"], "region": pick["region"],
+                "instance_type": pick["instance_type"],
+                "accelerators": f"{gpu}:{pick['gpus_per_node']}",
+                "use_spot": pick["market"] == "spot",
+            },
+            "num_nodes": pick["nodes"],
+        }
+
+
+def recommend(
+    model: str,
+    *,
+    deadline: float | str | None = None,
+    budget: float | str | None = None,
+    confidence: float = 0.9,
+    epochs: float | None = None,
+    samples: int | None = None,
+    steps: int | None = None,
+    batch_size: int | None = None,
+    precision: str = "fp32",
+    providers: str | Sequence[str] = (),
+    regions: str | Sequence[str] = (),
+    gpus: str | Sequence[str] = (),
+    max_nodes: int = 8,
+    artifact: str | Path | None = None,
+    catalog: str | Path | Sequence[str | Path] | None = None,
+    top: int = 10,
+) -> Recommendation:
+    """The cheapest cluster that meets `deadline` (seconds, or a string such as "24h"), or
+    the fastest within `budget` (USD, or a string such as "$500"); with both, the fastest
+    within the budget that meets the deadline. Filters (`providers`, `regions`, `gpus`) take
+    a name, a comma-separated string or a list. `artifact` and `catalog` replace the shipped
+    fitted model and price catalog. Raises AdvisorError (ParameterError for bad input,
+    NoPlanError when nothing fits or meets the constraints)."""
+    from advisor.artifact import ArtifactError, load_artifact
+    from advisor.candidates import Filters, enumerate_candidates
+    from advisor.optimizer import rank_plans
+    from advisor.workload import build_workload
+
+    constraints = _constraints(deadline, budget, confidence)
+    if top < 1:
+        raise ParameterError(f"top must be at least 1, got {top}", "top")
+    work = build_workload(model_cards(), model, epochs=epochs, samples=samples, steps=steps,
+                          batch_size=batch_size, precision=precision)
+    offerings, as_of, stale = _catalog(catalog)
+    filters = Filters(_names(providers), _names(regions), _names(gpus), max_nodes)
+    candidates = enumerate_candidates(offerings, work, filters)
+    if not len(candidates):
+        raise _nothing_fits(work, candidates)
+    try:
+        estimator = load_artifact(artifact)
+    except ArtifactError as error:  # a path the user gave is bad input; the shipped one, not
+        raise AdvisorError(str(error), "artifact", exit_code=2 if artifact else 1) from None
+    lifetimes = node_lifetimes(estimator, candidates.spot_markets())
+    ranking = rank_plans(work, candidates, candidates.features(work), estimator, lifetimes,
+                         constraints)
+    if ranking.pick is None:
+        raise NoPlanError(_nothing_meets(ranking))
+    plans = [{"rank": rank, **describe(ranking, int(row))}
+             for rank, row in enumerate(ranking.ranked[:top], 1)]
+    return Recommendation(plans, work, ranking, as_of,
+                          {key: estimator.doc.get(key) for key in ("schema_version", "fitted_at")},
+                          lifetimes, stale)
+
+
+def node_lifetimes(artifact, markets) -> dict:
+    """The spot nodes' Lifetime of every (provider, GPU, region) market, from the artifact,
+    with the AWS Spot Instance Advisor bucket read from the catalog's spot markets."""
+    from cloud.catalog import spot_market
+
+    def bucket(provider: str, gpu: str, region: str) -> str | None:
+        if provider != "aws":
+            return None
+        try:
+            return spot_market(provider, region, gpu).interruption_bucket
+        except (LookupError, FileNotFoundError):
+            return None
+
+    return {market: artifact.lifetime(*market, True, bucket(*market)) for market in markets}
+
+
+def model_cards() -> dict:
+    """The model cards the workloads come from (datasets/model_cards.csv)."""
+    from profiler.cards import load_cards
+
+    try:
+        return load_cards()
+    except (OSError, ValueError, KeyError) as error:
+        raise AdvisorError(f"cannot read the model cards ({error}); restore "
+                           "datasets/model_cards.csv", exit_code=1) from None
+
+
+def describe(plans: Plans, row: int) -> dict:
+    """One plan as plain values, as every output format gives it."""
+    p = plans
+
+    def number(name, digits=2):
+        return round(float(p[name][row]), digits)
+
+    return {
+        "provider": str(p["provider"][row]), "region": str(p["region"][row]),
+        "instance_type": str(p["instance_type"][row]), "gpu": str(p["gpu_type"][row]),
+        "gpus_per_node": int(p["gpus_per_node"][row]), "nodes": int(p["nodes"][row]),
+        "shape": f"{int(p['gpus_per_node'][row])}x{p['gpu_type'][row]} x{int(p['nodes'][row])}",
+        "market": "spot" if p["spot"][row] else "on-demand",
+        "price_per_node_hour": number("price_per_node_hour", 4),
+        "throughput": number("throughput", 1), "throughput_lo": number("throughput_lo", 1),
+        "throughput_hi": number("throughput_hi", 1),
+        "time_p50_s": number("time_p50", 0), "time_p90_s": number("time_p90", 0),
+        "cost_p50": number("cost_p50"), "cost_p90": number("cost_p90"),
+        "time_at_confidence_s": number("time_conf", 0), "cost_at_confidence": number("cost_conf"),
+        "p_deadline": number("p_deadline", 3) if p.constraints.deadline_s is not None else None,
+        "p_budget": number("p_budget", 3) if p.constraints.budget_usd is not None else None,
+        "revocations_expected": number("revocations", 2),
+        "checkpoint_interval_s": (number("checkpoint_interval_s", 0)
+                                  if p["spot"][row] and float(p["checkpoint_interval_s"][row])
+                                  < float("inf") else None),
+        "provenance": str(p["provenance"][row]),
+    }
+
+
+def assumptions() -> dict:
+    from advisor import optimizer, risk, workload
+
+    return {
+        "draws": optimizer.DRAWS, "seed": optimizer.SEED,
+        "throughput_interval_coverage": optimizer.INTERVAL_COVERAGE,
+        "checkpoint_interval": "Young/Daly sqrt(2 x checkpoint_s x cluster MTBF)",
+        "revocation_cost": "recovery_s + startup_s / nodes + work since the last checkpoint",
+        "sync": "allreduce (DDP)",
+        "optimizer_state_bytes_per_param": workload.OPTIMIZER_STATE_BYTES,
+        "memory_reserve_gib": workload.CONTEXT_RESERVE_BYTES / workload.GIB,
+        "never_finishes_beyond": f"{risk.MAX_SLOWDOWN:g}x the run without revocations",
+    }
+
+
+def _constraints(deadline, budget, confidence) -> Constraints:
+    if deadline is None and budget is None:
+        raise ParameterError("give deadline (e.g. 24h) or budget (e.g. 500 USD), or both",
+                             "deadline", "budget")
+    if not 0 < confidence < 1:
+        raise ParameterError(
+            f"confidence must lie between 0 and 1 (e.g. 0.9), got {confidence:g}", "confidence")
+    return Constraints(deadline_s=_amount(deadline, "deadline", parse_deadline),
+                       budget_usd=_amount(budget, "budget", parse_budget),
+                       confidence=confidence)
+
+
+def _amount(value: float | str | None, name: str, parse) -> float | None:
+    """Seconds or USD from a number or the CLI's strings (parse_deadline, parse_budget)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            return parse(value)
+        except ValueError as error:
+            raise ParameterError(str(error), name) from None
+    if not (value > 0 and math.isfinite(value)):
+        raise ParameterError(f"{name} must be a positive number, got {value!r}", name)
+    return float(value)
+
+
+def _names(values: str | Sequence[str]) -> list[str]:
+    """A filter's names from a string or list of strings, each possibly comma-separated."""
+    values = [values] if isinstance(values, str) else values or []
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+def _catalog(files) -> tuple[dict, str, list[str]]:
+    """The catalog's offerings as arrays, the oldest price date, and its warnings."""
+    from cloud.catalog import CatalogError, StaleCatalogWarning, load_catalog
+
+    if isinstance(files, (str, Path)):
+        files = [files]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", StaleCatalogWarning)
+        try:
+            loaded = load_catalog([Path(f) for f in files] if files else None)
+        except CatalogError as error:
+            raise ParameterError(f"{error}; restore the file or rebuild it with "
+                                 "`advisor catalog refresh`", "catalog") from None
+    if not loaded.offerings:
+        raise AdvisorError("the price catalog holds no offering; run `advisor catalog refresh`",
+                           exit_code=1)
+    as_of = min(o.as_of for o in loaded.offerings).isoformat()
+    return loaded.as_arrays(), as_of, [str(w.message) for w in caught]
+
+
+def _nothing_fits(work, candidates) -> NoPlanError:
+    from advisor.workload import GIB
+
+    if candidates.largest_gpu_gb is None:
+        return NoPlanError("no offering is left after the filters; widen providers, regions "
+                           "or gpus", "providers", "regions", "gpus")
+    return NoPlanError(
+        f"{work.model} at batch {work.batch_per_gpu} ({work.precision}) needs "
+        f"{work.memory_per_gpu_bytes() / GIB:.1f} GiB per GPU and the largest GPU has "
+        f"{candidates.largest_gpu_gb:g} GB; try a smaller batch_size or precision amp",
+        "batch_size", "precision")
+
+
+def _nothing_meets(plans: Plans) -> str:
+    c = plans.constraints
+    time, cost = plans["time_conf"], plans["cost_conf"]
+    want = " and ".join(
+        ([f"the {format_duration(c.deadline_s)} deadline"] if c.deadline_s is not None else [])
+        + ([f"the {format_usd(c.budget_usd)} budget"] if c.budget_usd is not None else []))
+
+    def name(row):
+        d = describe(plans, row)
+        return (f"{d['provider']} {d['instance_type']} x{d['nodes']} {d['market']} in "
+                f"{d['region']} ({format_duration(time[row])}, {format_usd(cost[row])})")
+
+    finite = np.flatnonzero(np.isfinite(time))
+    if not len(finite):
+        return f"no plan meets {want}: spot revocations outpace progress on every candidate"
+    fastest = finite[np.argmin(time[finite])]
+    cheapest = finite[np.argmin(cost[finite])]
+    return (f"no plan meets {want} at {c.confidence:.0%} confidence; the fastest is "
+            f"{name(fastest)} and the cheapest is {name(cheapest)}")

@@ -1,0 +1,33 @@
+"""Why a candidate is dropped before scoring or misses a constraint, as data: a `Cut` is a
+`Reason` with the numbers it needs. Counters of cuts say how many candidates each removed;
+the CLI words them for people."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import Enum
+
+
+class Reason(str, Enum):
+    PROVIDER_FILTER = "provider_filter"
+    REGION_FILTER = "region_filter"
+    GPU_FILTER = "gpu_filter"
+    MEMORY = "memory"  # the workload does not fit the GPU's memory
+    NO_THROUGHPUT = "no_throughput_prediction"
+    NEVER_FINISHES = "never_finishes"  # revocations outpace progress
+    MISSES_DEADLINE = "misses_deadline"  # at the confidence level
+    OVER_BUDGET = "over_budget"  # at the confidence level
+
+
+@dataclass(frozen=True)
+class Cut:
+    reason: Reason
+    gpu: str | None = None  # MEMORY: the GPU too small
+    need_gib: float | None = None  # MEMORY: what one worker needs
+    gpu_memory_gb: float | None = None  # MEMORY: what the GPU has
+    confidence: float | None = None  # MISSES_DEADLINE, OVER_BUDGET
+
+    def as_dict(self) -> dict:
+        """The reason's value and its numbers, without the ones it does not use."""
+        return {key: value.value if isinstance(value, Reason) else value
+                for key, value in asdict(self).items() if value is not None}
