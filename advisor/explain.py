@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from advisor.durations import format_duration
+from gpuadvisor.durations import format_duration
 from advisor.optimizer import Plans
 from advisor.risk import mean_lifetime_s
 

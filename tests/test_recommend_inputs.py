@@ -7,7 +7,7 @@ import pytest
 from test_recommend_fixtures import CARDS, OFFERINGS, offering_arrays
 
 from advisor.candidates import CandidateError, Filters, enumerate_candidates
-from advisor.durations import parse_budget, parse_deadline
+from gpuadvisor.durations import parse_budget, parse_deadline
 from advisor.workload import GIB, WorkloadError, build_workload
 from cloud.gpus import gpu_spec
 

@@ -89,7 +89,7 @@ def recommend(
       advisor recommend --model resnet18 --deadline 6h --precision amp --plot frontier.png
     """
     from advisor.candidates import CandidateError, Filters, enumerate_candidates
-    from advisor.durations import parse_budget, parse_deadline
+    from gpuadvisor.durations import parse_budget, parse_deadline
     from advisor.optimizer import Constraints, rank_plans
     from advisor.workload import WorkloadError, build_workload
 
@@ -219,7 +219,7 @@ def _describe(plans, row: int) -> dict:
 def _nothing_meets(plans) -> str:
     import numpy as np
 
-    from advisor.durations import format_duration
+    from gpuadvisor.durations import format_duration
 
     c = plans.constraints
     time, cost = plans["time_conf"], plans["cost_conf"]
@@ -242,7 +242,7 @@ def _nothing_meets(plans) -> str:
 
 
 def _report(plans, work, as_of, fmt, top, explain, estimator) -> None:
-    from advisor.durations import format_duration
+    from gpuadvisor.durations import format_duration
     from advisor.explain import explanation, render
 
     rows = [{"rank": rank, **_describe(plans, int(row))}
