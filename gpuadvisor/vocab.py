@@ -34,8 +34,7 @@ PRECISION_MEANING = {
 }
 HALF_PRECISIONS = ("amp", "bf16")  # 16-bit activations and tensor-core math
 
-MARKETS = ("on-demand", "spot")
-Market = Literal["on-demand", "spot"]
+MARKETS = ("on-demand", "spot")  # market(False), market(True)
 
 THROUGHPUT_CI_LEVEL = 0.95  # the store's throughput_lo/hi: this confidence interval of the mean
 
@@ -59,8 +58,3 @@ def check_precision(value: str) -> str:
 def market(spot: bool) -> str:
     """The market's name for the store's `spot` flag."""
     return "spot" if spot else "on-demand"
-
-
-def is_spot(name: str) -> bool:
-    """The store's `spot` flag for a market's name."""
-    return one_of("market", name, MARKETS) == "spot"

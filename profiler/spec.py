@@ -21,8 +21,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cloud.registry import PROVIDERS
+from gpuadvisor.vocab import check_precision
 
-Precision = Literal["fp32", "amp", "bf16", "tf32"]
 SINK_SCHEMES = ("file://", "gs://", "s3://")
 LOCAL_INSTANCE_TYPE = "local-cpu"
 
@@ -73,8 +73,8 @@ class SweepSpec(_Strict):
     provider: str = "local"
     models: list[str] = Field(min_length=1)
     nodes: list[int] = Field(default=[1], min_length=1)
-    batch_size: list[int] = Field(default=[32], min_length=1)  # per worker process
-    precision: list[Precision] = Field(default=["fp32"], min_length=1)
+    batch_per_gpu: list[int] = Field(default=[32], min_length=1)  # per worker process
+    precision: list[str] = Field(default=["fp32"], min_length=1)  # gpuadvisor.vocab.PRECISIONS
     image_size: int | None = Field(default=None, ge=8)
     seq_len: int | None = Field(default=None, ge=8)
     max_seconds: float = Field(default=120, gt=0)  # measuring time limit per trial
@@ -93,7 +93,7 @@ class SweepSpec(_Strict):
     max_cost: float | None = Field(default=None, ge=0)  # USD for the whole sweep
     image: str | None = None
 
-    @field_validator("models", "nodes", "batch_size", "precision", "zones", "instance_types",
+    @field_validator("models", "nodes", "batch_per_gpu", "precision", "zones", "instance_types",
                      mode="before")
     @classmethod
     def _scalar_to_list(cls, value: Any) -> Any:
@@ -106,12 +106,17 @@ class SweepSpec(_Strict):
             raise ValueError("use 1-40 lowercase letters, digits, '-' or '_' (it labels cloud VMs)")
         return value
 
-    @field_validator("nodes", "batch_size")
+    @field_validator("nodes", "batch_per_gpu")
     @classmethod
     def _positive(cls, values: list[int]) -> list[int]:
         if any(v < 1 for v in values):
             raise ValueError("every value must be 1 or more")
         return values
+
+    @field_validator("precision")
+    @classmethod
+    def _known_precisions(cls, values: list[str]) -> list[str]:
+        return [check_precision(value) for value in values]
 
     @field_validator("provider")
     @classmethod
@@ -147,7 +152,7 @@ class SweepSpec(_Strict):
         """The grid: one trial per combination of the spec's lists, in a stable order."""
         instance_types = self.instance_types or [LOCAL_INSTANCE_TYPE]
         grid = itertools.product(
-            self.models, self.nodes, instance_types, self.batch_size, self.precision
+            self.models, self.nodes, instance_types, self.batch_per_gpu, self.precision
         )
         return [self._trial(*combo) for combo in grid]
 
@@ -157,7 +162,7 @@ class SweepSpec(_Strict):
             "provider": self.provider, "region": self.region, "instance_type": instance_type,
             "gpu_type": self.gpu_type, "gpus_per_node": self.gpus_per_node,
             "nproc_per_node": self.nproc_per_node,
-            "spot": self.spot, "nodes": nodes, "model": model, "batch_size": batch,
+            "spot": self.spot, "nodes": nodes, "model": model, "batch_per_gpu": batch,
             "precision": precision, "image_size": self.image_size, "seq_len": self.seq_len,
             "max_seconds": self.max_seconds, "tolerance": self.tolerance,
             "checkpoint_every": self.checkpoint_every,
@@ -175,7 +180,7 @@ class SweepSpec(_Strict):
                 revocation = revoke_at = None
         return Trial(
             sweep=self.name, key=key, model=model, nodes=nodes, instance_type=instance_type,
-            batch_size=batch, precision=precision, image_size=self.image_size,
+            batch_per_gpu=batch, precision=precision, image_size=self.image_size,
             seq_len=self.seq_len, gpu_type=self.gpu_type, gpus_per_node=self.gpus_per_node,
             nproc_per_node=self.nproc_per_node, spot=self.spot, region=self.region,
             zones=tuple(self.zones), max_seconds=self.max_seconds, tolerance=self.tolerance,
@@ -194,7 +199,7 @@ class Trial:
     model: str
     nodes: int
     instance_type: str
-    batch_size: int
+    batch_per_gpu: int
     precision: str
     image_size: int | None
     seq_len: int | None

@@ -11,6 +11,7 @@ import typer
 
 from advisor.cli.app import app
 from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit_csv, emit_json, fail, warn
+from gpuadvisor.vocab import PRECISIONS, market
 
 TABLE_COLUMNS = {
     "rank": "#", "where": "where", "instance_type": "instance", "shape": "GPUs x nodes",
@@ -55,8 +56,9 @@ def recommend(
     samples: int | None = typer.Option(None, help="samples per epoch (default: the card's)"),
     steps: int | None = typer.Option(
         None, help="total optimizer steps instead of epochs (samples = steps x global batch)"),
-    batch_size: int | None = typer.Option(None, help="per-GPU batch (default: the card's)"),
-    precision: str = typer.Option("fp32", help="fp32, amp or bf16"),
+    batch_per_gpu: int | None = typer.Option(
+        None, "--batch-size", help="per-GPU micro-batch, batch_per_gpu (default: the card's)"),
+    precision: str = typer.Option("fp32", help=" | ".join(PRECISIONS)),
     provider: list[str] | None = typer.Option(None, help="only these providers: gcp, aws"),
     region: list[str] | None = typer.Option(
         None, help="only these regions (repeatable or comma-separated)"),
@@ -107,7 +109,7 @@ def recommend(
             confidence=confidence,
         )
         work = build_workload(_cards(), model, epochs=epochs, samples=samples, steps=steps,
-                              batch_size=batch_size, precision=precision)
+                              batch_per_gpu=batch_per_gpu, precision=precision)
     except (ValueError, WorkloadError) as error:
         fail(str(error))
     offerings, as_of = _catalog(catalog)
@@ -199,7 +201,7 @@ def _describe(plans, row: int) -> dict:
         "instance_type": str(p["instance_type"][row]), "gpu": str(p["gpu_type"][row]),
         "gpus_per_node": int(p["gpus_per_node"][row]), "nodes": int(p["nodes"][row]),
         "shape": f"{int(p['gpus_per_node'][row])}x{p['gpu_type'][row]} x{int(p['nodes'][row])}",
-        "market": "spot" if p["spot"][row] else "on-demand",
+        "market": market(p["spot"][row]),
         "price_per_node_hour": number("price_per_node_hour", 4),
         "throughput": number("throughput", 1), "throughput_lo": number("throughput_lo", 1),
         "throughput_hi": number("throughput_hi", 1),

@@ -27,7 +27,7 @@ def sweep(
 ) -> None:
     """Run a sweep: launch each trial's cluster, train, revoke if asked, store the figures.
 
-    The spec's lists (models, nodes, instance_types, batch_size, precision) expand into a
+    The spec's lists (models, nodes, instance_types, batch_per_gpu, precision) expand into a
     grid of trials; `revocation: {node: 1, at_seconds: 20}` kills node 1 that long after
     training starts and launches a replacement (see specs/smoke.yaml); training goes on past
     that time even when its estimate is stable sooner, and after the recovery measures to a
@@ -103,9 +103,9 @@ def _print_plan(spec, provider, results_url: str, fmt: Format) -> None:
              "revoke": (f"node {trial.revoke_node} at {trial.revoke_at:.0f}s"
                         if trial.revoke_node is not None else None)}
             for trial, _ in planned]
-    emit(rows, ["key", "model", "nodes", "instance_type", "batch_size", "precision", "revoke",
+    emit(rows, ["key", "model", "nodes", "instance_type", "batch_per_gpu", "precision", "revoke",
                 "cost"], Format.table,
-         headers={"instance_type": "instance", "batch_size": "batch", "cost": "est. USD"},
+         headers={"instance_type": "instance", "batch_per_gpu": "batch/GPU", "cost": "est. USD"},
          title=f"sweep {spec.name}: {len(rows)} trials on {provider.name} (dry run)")
     for trial, requests in planned:
         for request in requests:
