@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuadvisor.gpus import family
 from gpuadvisor.vocab import HALF_PRECISIONS
 
 # Order of the design-matrix columns; the artifact stores coefficients in this order.
@@ -138,7 +139,7 @@ def is_in(features: dict, key: str, values) -> np.ndarray:
 def uses_tensor_cores(features: dict) -> np.ndarray:
     """True where the arithmetic runs on tensor cores (16-bit, or TF32 on Ampere and later)."""
     names, inverse = codes(features, "gpu")
-    no_tf32 = np.array([n.split("-")[0].upper() in NO_TF32 for n in names], dtype=bool)
+    no_tf32 = np.array([family(n).upper() in NO_TF32 for n in names], dtype=bool)
     has_tensor = _arr(features, "gpu_tensor_tflops") > 0
     half = is_in(features, "precision", HALF_PRECISIONS)
     tf32 = is_in(features, "precision", ["tf32"]) & ~no_tf32[inverse]

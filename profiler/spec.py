@@ -84,7 +84,8 @@ class SweepSpec(_Strict):
     region: str | None = None
     zones: list[str] = []
     instance_types: list[str] = []
-    gpu_type: str | None = None  # picks the accelerator where a host takes several (GCP N1)
+    # picks the accelerator where a host takes several (GCP N1); any name gpuadvisor.gpus takes
+    gpu_type: str | None = None
     gpus_per_node: int = Field(default=0, ge=0)
     nproc_per_node: int = Field(default=1, ge=1)
     spot: bool = False
@@ -117,6 +118,16 @@ class SweepSpec(_Strict):
     @classmethod
     def _known_precisions(cls, values: list[str]) -> list[str]:
         return [check_precision(value) for value in values]
+
+    @field_validator("gpu_type")
+    @classmethod
+    def _canonical_gpu(cls, value: str | None) -> str | None:
+        from cloud.gpus import gpu_spec
+
+        try:
+            return None if value is None else gpu_spec(value).gpu
+        except KeyError as error:
+            raise ValueError(error.args[0]) from None
 
     @field_validator("provider")
     @classmethod
