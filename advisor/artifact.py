@@ -38,7 +38,7 @@ class Prediction:
 
 
 @dataclass(frozen=True)
-class Lifetime:
+class NodeLifetime:
     """Weibull life of a node: P(alive at t) = exp(-(t/scale_s)**shape), cut at cap_s."""
 
     kind: str  # weibull | on-demand
@@ -157,9 +157,9 @@ class Artifact:
 
     # -- revocations --------------------------------------------------------------------
 
-    def lifetime(self, provider: str, gpu: str, region: str, spot: bool) -> Lifetime:
+    def lifetime(self, provider: str, gpu: str, region: str, spot: bool) -> NodeLifetime:
         if not spot:
-            return Lifetime("on-demand", 1.0, math.inf, "on-demand nodes are not revoked")
+            return NodeLifetime("on-demand", 1.0, math.inf, "on-demand nodes are not revoked")
         spec = self.doc["lifetime"]
         catalog_gpu = gpu
         provider, gpu, region = provider.lower(), _gpu_key(gpu), region.lower()
@@ -167,19 +167,19 @@ class Artifact:
         for key in ((provider, gpu, region), (provider, gpu, "*"), (provider, "*", "*")):
             if key in fitted:
                 row = fitted[key]
-                return Lifetime("weibull", row["shape"], row["scale_s"],
+                return NodeLifetime("weibull", row["shape"], row["scale_s"],
                                 f"fitted: {row['events']} revocations in {row['n']} lives "
                                 f"({'/'.join(key)})")
         if provider == "aws":
             bucket = _aws_bucket(region, catalog_gpu)
             if bucket in spec["aws_buckets"]:
-                return Lifetime("weibull", 1.0, spec["aws_buckets"][bucket],
+                return NodeLifetime("weibull", 1.0, spec["aws_buckets"][bucket],
                                 f"prior: AWS Spot Instance Advisor interruption frequency {bucket}")
         for row in spec["prior"]:  # most specific first
             if row["provider"] == provider and row["gpu"] in ("*", gpu) and \
                     row["region"] in ("*", region):
                 cap = math.inf if row["cap_s"] is None else row["cap_s"]
-                return Lifetime("weibull", row["shape"], row["scale_s"], "prior: " + row["source"],
+                return NodeLifetime("weibull", row["shape"], row["scale_s"], "prior: " + row["source"],
                                 cap)
         raise ArtifactError(f"no lifetime model for {provider} spot nodes; refit with a prior")
 

@@ -127,7 +127,7 @@ def estimated_cost(provider: str, trial: Trial) -> float:
     return price * trial.nodes * (PLANNED_STARTUP_S + deadline_s(trial)) / 3600
 
 
-def plan_sweep(spec: SweepSpec, provider: Provider, results: str
+def dry_run_sweep(spec: SweepSpec, provider: Provider, results: str
                ) -> list[tuple[Trial, list[PlannedRequest]]]:
     """Every trial and the requests its launch would send; sends nothing."""
     return [(t, provider.plan(cluster_spec(spec, t, provider.name, results)))

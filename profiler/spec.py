@@ -35,7 +35,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Lifetime(_Strict):
+class LifetimeDistribution(_Strict):
     """A node's lifetime drawn from a distribution, as a spot market would end it."""
 
     distribution: Literal["exponential", "weibull"]
@@ -43,7 +43,7 @@ class Lifetime(_Strict):
     shape: float = Field(default=1.0, gt=0)  # Weibull shape; 1 is the exponential
 
     @model_validator(mode="after")
-    def _exponential_has_shape_one(self) -> Lifetime:
+    def _exponential_has_shape_one(self) -> LifetimeDistribution:
         if self.distribution == "exponential" and self.shape != 1.0:
             raise ValueError("an exponential lifetime has shape 1; use distribution: weibull")
         return self
@@ -58,7 +58,7 @@ class Revocation(_Strict):
 
     node: int = Field(ge=1, description="node 0 hosts the rendezvous, so revoke 1 or higher")
     at_seconds: float | None = Field(default=None, gt=0)
-    lifetime: Lifetime | None = None
+    lifetime: LifetimeDistribution | None = None
     seed: int = 0
 
     @model_validator(mode="after")

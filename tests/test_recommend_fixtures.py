@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from advisor.artifact import Lifetime, Prediction
+from advisor.artifact import NodeLifetime, Prediction
 from advisor.candidates import Filters, enumerate_candidates
 from advisor.workload import build_workload
 from cloud.gpus import gpu_spec
@@ -75,8 +75,8 @@ class Estimator:
 
     def lifetime(self, provider, gpu, region, spot):
         if not spot:
-            return Lifetime("on-demand", 1.0, math.inf, "test")
-        return Lifetime("weibull", 1.0, self.spot_life_s, "test")
+            return NodeLifetime("on-demand", 1.0, math.inf, "test")
+        return NodeLifetime("weibull", 1.0, self.spot_life_s, "test")
 
 
 def candidates_for(model="tinynet", max_nodes=4, **workload):
