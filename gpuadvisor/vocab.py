@@ -13,8 +13,8 @@ CLIs. GPU names are in gpuadvisor/gpus.py, durations in gpuadvisor/durations.py.
   a source without one leaves them empty (published rows), and an importer that has a spread
   of the samples rather than a confidence interval keeps it in `extra` under a name saying
   so (CM-DARE: `throughput_p2_5`, `throughput_p97_5`). A prediction's [lo, hi] is the
-  artifact's calibrated prediction interval at the level the artifact states
-  (`Artifact.interval_level`, `calibration.interval_level` in the JSON).
+  artifact's calibrated 90% prediction interval (the optimizer reads it at
+  `advisor.optimizer.INTERVAL_COVERAGE`).
 """
 
 from __future__ import annotations
