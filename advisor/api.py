@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from advisor.durations import format_duration, format_usd, parse_budget, parse_deadline
+from gpuadvisor.durations import format_duration, format_usd, parse_budget, parse_deadline
+from gpuadvisor.vocab import market
 from advisor.errors import AdvisorError, NoPlanError, ParameterError
 from advisor.optimizer import Constraints, Plans
 
@@ -35,7 +36,7 @@ class Recommendation:
     ranking: Plans
     as_of: str  # date of the oldest price used
     artifact: dict  # the artifact's schema_version and fitted_at
-    lifetimes: dict = field(repr=False)  # (provider, GPU, region) -> spot nodes' Lifetime
+    lifetimes: dict = field(repr=False)  # (provider, GPU, region) -> spot nodes' NodeLifetime
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -49,13 +50,13 @@ class Recommendation:
     def explain(self) -> dict:
         """How the pick's instance scales, what revocations risk on it, what was cut and why
         (each cut an advisor.reasons.Cut as a dict, with its count)."""
-        from advisor.artifact import Lifetime
+        from advisor.artifact import NodeLifetime
         from advisor.explain import explanation
 
         pick = self.pick
         lifetime = (self.lifetimes[(pick["provider"], pick["gpu"], pick["region"])]
                     if pick["market"] == "spot"
-                    else Lifetime("on-demand", 1.0, math.inf, "on-demand nodes are not revoked"))
+                    else NodeLifetime("on-demand", 1.0, math.inf, "on-demand nodes are not revoked"))
         return explanation(self.ranking, lifetime)
 
     def to_dict(self, explain: bool = False) -> dict:
@@ -95,7 +96,7 @@ def recommend(
     epochs: float | None = None,
     samples: int | None = None,
     steps: int | None = None,
-    batch_size: int | None = None,
+    batch_per_gpu: int | None = None,
     precision: str = "fp32",
     providers: str | Sequence[str] = (),
     regions: str | Sequence[str] = (),
@@ -120,7 +121,7 @@ def recommend(
     if top < 1:
         raise ParameterError(f"top must be at least 1, got {top}", "top")
     work = build_workload(model_cards(), model, epochs=epochs, samples=samples, steps=steps,
-                          batch_size=batch_size, precision=precision)
+                          batch_per_gpu=batch_per_gpu, precision=precision)
     offerings, as_of, stale = _catalog(catalog)
     filters = Filters(_names(providers), _names(regions), _names(gpus), max_nodes)
     candidates = enumerate_candidates(offerings, work, filters)
@@ -143,7 +144,7 @@ def recommend(
 
 
 def node_lifetimes(artifact, markets) -> dict:
-    """The spot nodes' Lifetime of every (provider, GPU, region) market, from the artifact,
+    """The spot nodes' NodeLifetime of every (provider, GPU, region) market, from the artifact,
     with the AWS Spot Instance Advisor bucket read from the catalog's spot markets."""
     from cloud.catalog import spot_market
 
@@ -181,7 +182,7 @@ def describe(plans: Plans, row: int) -> dict:
         "instance_type": str(p["instance_type"][row]), "gpu": str(p["gpu_type"][row]),
         "gpus_per_node": int(p["gpus_per_node"][row]), "nodes": int(p["nodes"][row]),
         "shape": f"{int(p['gpus_per_node'][row])}x{p['gpu_type'][row]} x{int(p['nodes'][row])}",
-        "market": "spot" if p["spot"][row] else "on-demand",
+        "market": market(p["spot"][row]),
         "price_per_node_hour": number("price_per_node_hour", 4),
         "throughput": number("throughput", 1), "throughput_lo": number("throughput_lo", 1),
         "throughput_hi": number("throughput_hi", 1),
@@ -274,8 +275,8 @@ def _nothing_fits(work, candidates) -> NoPlanError:
     return NoPlanError(
         f"{work.model} at batch {work.batch_per_gpu} ({work.precision}) needs "
         f"{work.memory_per_gpu_bytes() / GIB:.1f} GiB per GPU and the largest GPU has "
-        f"{candidates.largest_gpu_gb:g} GB; try a smaller batch_size or precision amp",
-        "batch_size", "precision")
+        f"{candidates.largest_gpu_gb:g} GB; try a smaller batch_per_gpu or precision amp",
+        "batch_per_gpu", "precision")
 
 
 def _nothing_meets(plans: Plans) -> str:

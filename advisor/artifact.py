@@ -38,7 +38,7 @@ class Prediction:
 
 
 @dataclass(frozen=True)
-class Lifetime:
+class NodeLifetime:
     """Weibull life of a node: P(alive at t) = exp(-(t/scale_s)**shape), cut at cap_s."""
 
     kind: str  # weibull | on-demand
@@ -158,30 +158,30 @@ class Artifact:
     # -- revocations --------------------------------------------------------------------
 
     def lifetime(self, provider: str, gpu: str, region: str, spot: bool,
-                 interruption_bucket: str | None = None) -> Lifetime:
+                 interruption_bucket: str | None = None) -> NodeLifetime:
         """The node-life model of a market. `interruption_bucket` is the AWS Spot Instance
         Advisor's bucket of the market (`cloud.catalog.spot_market`), which the caller looks
         up: this reads no file."""
         if not spot:
-            return Lifetime("on-demand", 1.0, math.inf, "on-demand nodes are not revoked")
+            return NodeLifetime("on-demand", 1.0, math.inf, "on-demand nodes are not revoked")
         spec = self.doc["lifetime"]
         provider, gpu, region = provider.lower(), _gpu_key(gpu), region.lower()
         fitted = {(r["provider"], r["gpu"], r["region"]): r for r in spec["fitted"]}
         for key in ((provider, gpu, region), (provider, gpu, "*"), (provider, "*", "*")):
             if key in fitted:
                 row = fitted[key]
-                return Lifetime("weibull", row["shape"], row["scale_s"],
+                return NodeLifetime("weibull", row["shape"], row["scale_s"],
                                 f"fitted: {row['events']} revocations in {row['n']} lives "
                                 f"({'/'.join(key)})")
         if provider == "aws" and interruption_bucket in spec["aws_buckets"]:
-            return Lifetime("weibull", 1.0, spec["aws_buckets"][interruption_bucket],
+            return NodeLifetime("weibull", 1.0, spec["aws_buckets"][interruption_bucket],
                             "prior: AWS Spot Instance Advisor interruption frequency "
                             f"{interruption_bucket}")
         for row in spec["prior"]:  # most specific first
             if row["provider"] == provider and row["gpu"] in ("*", gpu) and \
                     row["region"] in ("*", region):
                 cap = math.inf if row["cap_s"] is None else row["cap_s"]
-                return Lifetime("weibull", row["shape"], row["scale_s"], "prior: " + row["source"],
+                return NodeLifetime("weibull", row["shape"], row["scale_s"], "prior: " + row["source"],
                                 cap)
         raise ArtifactError(f"no lifetime model for {provider} spot nodes; refit with a prior")
 

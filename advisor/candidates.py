@@ -12,6 +12,7 @@ import numpy as np
 from advisor.errors import ParameterError
 from advisor.reasons import Cut, Reason
 from advisor.workload import GIB, Workload
+from gpuadvisor.gpus import gpu_matches
 
 # Columns of Catalog.as_arrays() carried onto every candidate.
 OFFERING_COLUMNS = (
@@ -107,17 +108,15 @@ def enumerate_candidates(
         if not wanted:
             continue
         known = sorted(set(values))
-        # A GPU filter also takes the family: "A100" matches A100-40GB and A100-80GB.
-        names = np.char.lower(values)
-        family = np.array([v.split("-")[0] for v in names]) if label == "GPU" else names
-        accepted = set(names) | set(family)
-        unknown = sorted(w for w in wanted if w.lower() not in accepted)
+        # A GPU filter takes what people type (gpuadvisor.gpus): "A100" is every A100.
+        matches = {w: gpu_matches(w, known) if label == "GPU"
+                   else tuple(k for k in known if k.lower() == w.lower()) for w in wanted}
+        unknown = sorted(w for w, names in matches.items() if not names)
         if unknown:
             raise CandidateError(
                 f"unknown {label} {', '.join(unknown)}; the catalog has: {', '.join(known)}",
                 parameter)
-        lowered = [w.lower() for w in wanted]
-        match = np.isin(names, lowered) | np.isin(family, lowered)
+        match = np.isin(values, [name for names in matches.values() for name in names])
         reasons[Cut(FILTER_REASONS[label])] += int(rows_per_offering[keep & ~match].sum())
         keep &= match
 

@@ -7,6 +7,8 @@ import numpy as np
 
 from advisor.optimizer import Plans
 from advisor.risk import mean_lifetime_s
+from gpuadvisor.durations import format_duration
+from gpuadvisor.vocab import market
 
 # Or, Zhang and Freedman (MLSys 2020) keep adding workers while each added one contributes at
 # least this share of what an existing worker does (throughput-scaling efficiency).
@@ -41,10 +43,10 @@ def scaling(plans: Plans, row: int) -> list[dict]:
 def revocation_risk(plans: Plans, row: int, lifetime) -> dict:
     """What spot revocations do to the row's plan (nothing for on-demand)."""
     if not plans["spot"][row]:
-        return {"market": "on-demand", "revocations_expected": 0.0}
+        return {"market": market(False), "revocations_expected": 0.0}
     nodes = int(plans["nodes"][row])
     return {
-        "market": "spot",
+        "market": market(True),
         "node_lifetime": {"shape": lifetime.shape, "scale_s": lifetime.scale_s,
                           "mean_s": round(mean_lifetime_s(lifetime)), "source": lifetime.source},
         "cluster_mtbf_s": round(mean_lifetime_s(lifetime) / nodes),

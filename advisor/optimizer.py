@@ -69,7 +69,7 @@ def rank_plans(
     """Score every candidate and rank the feasible ones: cheapest at the confidence level when
     there is a deadline, fastest when there is only a budget. `features` are
     `candidates.features(workload)`; `lifetimes` map every (provider, GPU, region) of
-    `candidates.spot_markets()` to its spot nodes' Lifetime. The estimator's predict must do
+    `candidates.spot_markets()` to its spot nodes' NodeLifetime. The estimator's predict must do
     no I/O (Artifact's does not)."""
     rng = np.random.default_rng(seed)
     throughput = estimator.predict("throughput", features)

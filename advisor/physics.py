@@ -29,6 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuadvisor.gpus import family
+from gpuadvisor.vocab import HALF_PRECISIONS
+
 # Order of the design-matrix columns; the artifact stores coefficients in this order.
 TERMS = ("compute_fp32", "compute_tensor", "memory", "fixed", "tensor_launch",
          "tensor_memory", "allreduce_inter", "allreduce_intra", "ps_link", "ps_server",
@@ -64,7 +67,6 @@ PRIOR = {
 NO_TF32 = frozenset({"K80", "P100", "V100", "T4", "M60", "P4"})
 # Nominal intra-node all-reduce bandwidth (bytes/s); the fitted coefficient rescales it.
 INTRA_NODE_BYTES_PER_S = 100e9
-HALF_PRECISION = ("amp", "bf16", "fp16")
 
 
 def _arr(features: dict, key: str, dtype=float) -> np.ndarray:
@@ -137,9 +139,9 @@ def is_in(features: dict, key: str, values) -> np.ndarray:
 def uses_tensor_cores(features: dict) -> np.ndarray:
     """True where the arithmetic runs on tensor cores (16-bit, or TF32 on Ampere and later)."""
     names, inverse = codes(features, "gpu")
-    no_tf32 = np.array([n.split("-")[0].upper() in NO_TF32 for n in names], dtype=bool)
+    no_tf32 = np.array([family(n).upper() in NO_TF32 for n in names], dtype=bool)
     has_tensor = _arr(features, "gpu_tensor_tflops") > 0
-    half = is_in(features, "precision", HALF_PRECISION)
+    half = is_in(features, "precision", HALF_PRECISIONS)
     tf32 = is_in(features, "precision", ["tf32"]) & ~no_tf32[inverse]
     return has_tensor & (half | tf32)
 
@@ -155,7 +157,7 @@ def design_matrix(features: dict) -> np.ndarray:
         compute_fp32 = np.where(tensor, 0.0, flops / (fp32_peak * 1e12))
         compute_tensor = np.where(tensor, flops / (np.where(tensor, tensor_peak, 1.0) * 1e12), 0.0)
     # 16-bit activations move half the bytes.
-    act_scale = np.where(is_in(features, "precision", HALF_PRECISION), 0.5, 1.0)
+    act_scale = np.where(is_in(features, "precision", HALF_PRECISIONS), 0.5, 1.0)
     activation = np.nan_to_num(_arr(features, "activation_bytes"))
     memory = activation * act_scale * _arr(features, "batch_per_gpu") / (
         _arr(features, "gpu_mem_bw_gbps") * 1e9)

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from advisor.optimizer import Plans
+from gpuadvisor.vocab import market
 
 
 def pareto_front(time: np.ndarray, cost: np.ndarray) -> np.ndarray:
@@ -32,7 +33,8 @@ def plot_frontier(plans: Plans, path: Path, title: str) -> None:
     spot = plans["spot"]
     front = pareto_front(hours, cost)
     fig, ax = plt.subplots(figsize=(8, 5.5))
-    for mask, label, colour in ((~spot, "on-demand", "tab:blue"), (spot, "spot", "tab:orange")):
+    for mask, label, colour in ((~spot, market(False), "tab:blue"),
+                                (spot, market(True), "tab:orange")):
         ax.scatter(hours[mask], cost[mask], s=8, alpha=0.3, color=colour, label=label)
     ax.plot(hours[front], cost[front], "-o", color="black", markersize=3, label="Pareto frontier")
     if plans.pick is not None:

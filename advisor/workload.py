@@ -10,16 +10,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from advisor.errors import ParameterError
+from gpuadvisor.vocab import HALF_PRECISIONS, VocabError, check_precision
 
-PRECISIONS = ("fp32", "amp", "bf16")
 GIB = 2.0**30
 
 # Bytes of optimizer state per parameter: SGD with momentum for image models (one fp32
 # buffer), AdamW for text models (two fp32 moments), as the zoo's reference recipes train them.
 OPTIMIZER_STATE_BYTES = {"image": 4.0, "text": 8.0}
 # Autocast (amp, bf16) keeps fp32 weights and gradients but saves most activations for
-# backward in 16 bits.
-ACTIVATION_FACTOR = {"fp32": 1.0, "amp": 0.5, "bf16": 0.5}
+# backward in 16 bits; fp32 and tf32 save them in 32.
+HALF_ACTIVATION_FACTOR = 0.5
 # The CUDA context, cuDNN/cuBLAS workspaces and allocator fragmentation: a fixed reserve plus
 # a margin, so that a plan never sits at the edge of an out-of-memory error.
 CONTEXT_RESERVE_BYTES = 1.0 * GIB
@@ -57,7 +57,8 @@ class Workload:
         """Weights + gradients + optimizer state + saved activations of one data-parallel worker."""
         weights = 4.0 * self.params
         optimizer = OPTIMIZER_STATE_BYTES.get(self.task, 8.0) * self.params
-        per_sample = self.activation_bytes_per_sample * ACTIVATION_FACTOR[self.precision]
+        per_sample = self.activation_bytes_per_sample * (
+            HALF_ACTIVATION_FACTOR if self.precision in HALF_PRECISIONS else 1.0)
         activations = per_sample * self.batch_per_gpu
         model_state = weights + self.gradient_bytes + optimizer + activations
         return FRAGMENTATION_MARGIN * model_state + CONTEXT_RESERVE_BYTES
@@ -90,7 +91,7 @@ def build_workload(
     epochs: float | None = None,
     samples: int | None = None,
     steps: int | None = None,
-    batch_size: int | None = None,
+    batch_per_gpu: int | None = None,
     precision: str = "fp32",
 ) -> Workload:
     """A Workload from the model card, with the user's overrides checked."""
@@ -98,12 +99,12 @@ def build_workload(
 
     card = _find_card(cards, model)
     features = card_features(card)
-    if precision not in PRECISIONS:
-        raise WorkloadError(
-            f"precision {precision!r} is not known; use one of {', '.join(PRECISIONS)}",
-            "precision")
+    try:
+        check_precision(precision)
+    except VocabError as error:
+        raise WorkloadError(str(error), "precision") from None
     for name, value in (("epochs", epochs), ("samples", samples), ("steps", steps),
-                        ("batch_size", batch_size)):
+                        ("batch_per_gpu", batch_per_gpu)):
         if value is not None and value <= 0:
             raise WorkloadError(f"{name} must be positive, got {value}", name)
     if steps is not None and (epochs is not None or samples is not None):
@@ -116,7 +117,7 @@ def build_workload(
         samples_per_epoch=int(samples or float(card["samples_per_epoch"])),
         epochs=float(epochs or float(card["epochs"])),
         steps=steps,
-        batch_per_gpu=int(batch_size or float(card["batch_size"])),
+        batch_per_gpu=int(batch_per_gpu or float(card["batch_per_gpu"])),
         precision=precision,
         params=features["params"],
         gradient_bytes=features["gradient_bytes"],

@@ -63,7 +63,7 @@ def plain_loop(args) -> tuple[float, float]:
 def instrumented(args, sink: str, run: int) -> tuple[float, float]:
     cpu = time.process_time()
     config = worker.WorkerConfig(
-        model=args.model, batch_size=args.batch, image_size=args.image_size, sink=sink,
+        model=args.model, batch_per_gpu=args.batch, image_size=args.image_size, sink=sink,
         cluster=f"overhead-{run}", max_steps=args.warmup + args.steps,
         min_warmup_steps=args.warmup, max_seconds=3600, tolerance=1e-9)
     (result,) = [r for r in worker.run_here(config) if r["type"] == "result"]

@@ -24,7 +24,7 @@ from profiler import worker, zoo  # noqa: E402
 
 def measure(model: str, size: int, batch: int, args, sink: str) -> dict:
     sizes = {"image_size": size} if zoo.resolve(model).task == "image" else {"seq_len": size}
-    config = worker.WorkerConfig(model=model, batch_size=batch, **sizes, sink=sink,
+    config = worker.WorkerConfig(model=model, batch_per_gpu=batch, **sizes, sink=sink,
                                  cluster=f"{model}-{size}-{batch}", tolerance=args.tolerance,
                                  max_seconds=args.max_seconds)
     records = worker.run_here(config)

@@ -19,6 +19,8 @@ from datetime import date
 from functools import cache
 from pathlib import Path
 
+from gpuadvisor.gpus import gpu_matches
+
 DATASETS = Path(__file__).resolve().parent.parent / "datasets"
 CATALOG_FILES = {"gcp": DATASETS / "catalog_gcp.csv", "aws": DATASETS / "catalog_aws.csv"}
 SPOT_MARKETS_FILE = DATASETS / "spot_markets.csv"
@@ -125,9 +127,8 @@ class Catalog:
             _check("region", region, sorted({o.region for o in offerings}))
             offerings = [o for o in offerings if o.region == region]
         if gpu is not None:
-            wanted = gpu.lower()
             known = sorted({o.gpu_type for o in offerings})
-            matches = {g for g in known if wanted in (g.lower(), g.lower().split("-")[0])}
+            matches = gpu_matches(gpu, known)
             if not matches:
                 _check("GPU", gpu, known)
             offerings = [o for o in offerings if o.gpu_type in matches]

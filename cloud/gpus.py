@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from gpuadvisor.gpus import gpu_matches
+
 DATASETS = Path(__file__).resolve().parent.parent / "datasets"
 
 
@@ -37,9 +39,12 @@ def gpu_specs(path: Path = DATASETS / "gpus.csv") -> dict[str, GpuSpec]:
 
 
 def gpu_spec(name: str) -> GpuSpec:
+    """The one GPU `name` stands for (gpuadvisor.gpus: any case, family, SkyPilot's or GCP's
+    name); KeyError naming the known GPUs, or the family's members where it has several."""
     specs = gpu_specs()
-    canonical = {key.lower(): key for key in specs}
-    for alias in (name.lower(), name.lower().split("-")[0]):
-        if alias in canonical:
-            return specs[canonical[alias]]
-    raise KeyError(f"unknown GPU {name!r}; known: {', '.join(specs)}")
+    matches = gpu_matches(name, specs)
+    if not matches:
+        raise KeyError(f"unknown GPU {name!r}; known: {', '.join(specs)}")
+    if len(matches) > 1:
+        raise KeyError(f"GPU {name!r} names {len(matches)} GPUs; name one of {', '.join(matches)}")
+    return specs[matches[0]]

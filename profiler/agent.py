@@ -15,7 +15,7 @@ agent.json (AgentConfig; keys not listed are ignored, so providers may add their
     cluster          cluster name (sink directory, rendezvous id)            required
     node             index of this node; node 0 hosts the rendezvous         required
     sink             file://DIR, gs://BUCKET/PREFIX or s3://BUCKET/PREFIX    required
-    worker           WorkerConfig fields: model, batch_size, precision, image_size, seq_len,
+    worker           WorkerConfig fields: model, batch_per_gpu, precision, image_size, seq_len,
                      device, tolerance, max_seconds, max_steps, checkpoint_every_steps,
                      checkpoint_every_s, ... (sink, cluster, node, checkpoint_dir are filled in)
     provider         local | gcp | aws (picks the notice watcher)            default local

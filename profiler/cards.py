@@ -23,12 +23,12 @@ SOURCE = ("scripts/build_cards.py: meta device, FlopCounterMode with grouped-con
           "corrected, memory-efficient attention")
 
 WORKLOAD_COLUMNS = ["model", "family", "task", "dataset", "samples_per_epoch", "epochs",
-                    "image_size", "seq_len", "batch_size"]
+                    "image_size", "seq_len", "batch_per_gpu"]
 MEASURED_COLUMNS = ["params", "tensors", "gradient_bytes", "forward_flops_per_sample",
                     "flops_per_sample", "activation_bytes_per_sample"]
 VERSION_COLUMNS = ["torch_version", "as_of", "source"]  # how a card was made, not what it says
 COLUMNS = WORKLOAD_COLUMNS + MEASURED_COLUMNS + VERSION_COLUMNS
-INT_COLUMNS = {"samples_per_epoch", "epochs", "image_size", "seq_len", "batch_size", "params",
+INT_COLUMNS = {"samples_per_epoch", "epochs", "image_size", "seq_len", "batch_per_gpu", "params",
                "tensors", "gradient_bytes", "forward_flops_per_sample", "flops_per_sample",
                "activation_bytes_per_sample"}
 
@@ -137,7 +137,7 @@ def compute_card(name: str, image_size: int | None = None, seq_len: int | None =
                 "dataset": entry.dataset, "samples_per_epoch": entry.samples_per_epoch,
                 "epochs": entry.epochs, "image_size": image_size if entry.task == "image"
                 else None, "seq_len": seq_len if entry.task == "text" else None,
-                "batch_size": entry.batch_size}
+                "batch_per_gpu": entry.batch_per_gpu}
     return {**workload, **measure(entry.name, image_size, seq_len),
             "torch_version": torch.__version__.split("+")[0],
             "as_of": date.today().isoformat(), "source": SOURCE}

@@ -70,7 +70,7 @@ def agent_config(trial: Trial, provider: str, results: str) -> dict[str, Any]:
         "gpus_per_node": trial.gpus_per_node,
         "checkpoint_dir": checkpoint_dir(trial, provider, results),
         "worker": {
-            "model": trial.model, "batch_size": trial.batch_size,
+            "model": trial.model, "batch_per_gpu": trial.batch_per_gpu,
             "precision": trial.precision, "image_size": trial.image_size,
             "seq_len": trial.seq_len, "tolerance": trial.tolerance,
             "max_seconds": trial.max_seconds, "min_seconds": min_seconds(trial),
@@ -127,7 +127,7 @@ def estimated_cost(provider: str, trial: Trial) -> float:
     return price * trial.nodes * (PLANNED_STARTUP_S + deadline_s(trial)) / 3600
 
 
-def plan_sweep(spec: SweepSpec, provider: Provider, results: str
+def dry_run_sweep(spec: SweepSpec, provider: Provider, results: str
                ) -> list[tuple[Trial, list[PlannedRequest]]]:
     """Every trial and the requests its launch would send; sends nothing."""
     return [(t, provider.plan(cluster_spec(spec, t, provider.name, results)))
@@ -173,7 +173,7 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 def _label(trial: Trial) -> str:
     revoke = f" revoke node {trial.revoke_node}" if trial.revoke_node is not None else ""
-    return (f"{trial.model} x{trial.nodes} {trial.instance_type} b{trial.batch_size} "
+    return (f"{trial.model} x{trial.nodes} {trial.instance_type} b{trial.batch_per_gpu} "
             f"{trial.precision}{revoke}")
 
 
@@ -314,7 +314,7 @@ class TrialRun:
             "gpu_type": trial.gpu_type or _gpu_type(result), "gpus_per_node": trial.gpus_per_node,
             "nodes": trial.nodes, "sync": "allreduce", "spot": trial.spot,
             "price_per_node_hour": price_per_node_hour(self.provider.name, trial),
-            "model": trial.model, "batch_per_gpu": trial.batch_size,
+            "model": trial.model, "batch_per_gpu": trial.batch_per_gpu,
             "precision": trial.precision, "image_size": trial.image_size,
             "seq_len": trial.seq_len,
             "extra": {**row.get("extra", {}), "trial": trial.as_dict(),

@@ -85,7 +85,7 @@ RECORD_TYPES: dict[str, dict[str, str]] = {
     "result": {
         "model": "zoo model name",
         "batch_per_gpu": "batch per worker process",
-        "precision": "fp32 | amp | bf16",
+        "precision": "fp32 | tf32 | amp | bf16 (gpuadvisor.vocab.PRECISION_MEANING)",
         "world_size": "worker processes",
         "device": "cpu | cuda device name",
         "throughput": "samples/s of the whole cluster (world_size * batch / mean step time)",

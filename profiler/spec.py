@@ -21,8 +21,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cloud.registry import PROVIDERS
+from gpuadvisor.vocab import check_precision
 
-Precision = Literal["fp32", "amp", "bf16", "tf32"]
 SINK_SCHEMES = ("file://", "gs://", "s3://")
 LOCAL_INSTANCE_TYPE = "local-cpu"
 
@@ -35,7 +35,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Lifetime(_Strict):
+class LifetimeDistribution(_Strict):
     """A node's lifetime drawn from a distribution, as a spot market would end it."""
 
     distribution: Literal["exponential", "weibull"]
@@ -43,7 +43,7 @@ class Lifetime(_Strict):
     shape: float = Field(default=1.0, gt=0)  # Weibull shape; 1 is the exponential
 
     @model_validator(mode="after")
-    def _exponential_has_shape_one(self) -> Lifetime:
+    def _exponential_has_shape_one(self) -> LifetimeDistribution:
         if self.distribution == "exponential" and self.shape != 1.0:
             raise ValueError("an exponential lifetime has shape 1; use distribution: weibull")
         return self
@@ -58,7 +58,7 @@ class Revocation(_Strict):
 
     node: int = Field(ge=1, description="node 0 hosts the rendezvous, so revoke 1 or higher")
     at_seconds: float | None = Field(default=None, gt=0)
-    lifetime: Lifetime | None = None
+    lifetime: LifetimeDistribution | None = None
     seed: int = 0
 
     @model_validator(mode="after")
@@ -69,7 +69,7 @@ class Revocation(_Strict):
 
 
 # Lists a spec may give as one value (`models: resnet50`).
-SCALAR_OR_LIST = ("models", "nodes", "batch_size", "precision", "zones", "instance_types")
+SCALAR_OR_LIST = ("models", "nodes", "batch_per_gpu", "precision", "zones", "instance_types")
 
 
 class SweepSpec(_Strict):
@@ -77,8 +77,8 @@ class SweepSpec(_Strict):
     provider: str = "local"
     models: list[str] = Field(min_length=1)
     nodes: list[int] = Field(default=[1], min_length=1)
-    batch_size: list[int] = Field(default=[32], min_length=1)  # per worker process
-    precision: list[Precision] = Field(default=["fp32"], min_length=1)
+    batch_per_gpu: list[int] = Field(default=[32], min_length=1)  # per worker process
+    precision: list[str] = Field(default=["fp32"], min_length=1)  # gpuadvisor.vocab.PRECISIONS
     image_size: int | None = Field(default=None, ge=8)
     seq_len: int | None = Field(default=None, ge=8)
     max_seconds: float = Field(default=120, gt=0)  # measuring time limit per trial
@@ -88,7 +88,8 @@ class SweepSpec(_Strict):
     region: str | None = None
     zones: list[str] = []
     instance_types: list[str] = []
-    gpu_type: str | None = None  # picks the accelerator where a host takes several (GCP N1)
+    # picks the accelerator where a host takes several (GCP N1); any name gpuadvisor.gpus takes
+    gpu_type: str | None = None
     gpus_per_node: int = Field(default=0, ge=0)
     nproc_per_node: int = Field(default=1, ge=1)
     spot: bool = False
@@ -109,12 +110,27 @@ class SweepSpec(_Strict):
             raise ValueError("use 1-40 lowercase letters, digits, '-' or '_' (it labels cloud VMs)")
         return value
 
-    @field_validator("nodes", "batch_size")
+    @field_validator("nodes", "batch_per_gpu")
     @classmethod
     def _positive(cls, values: list[int]) -> list[int]:
         if any(v < 1 for v in values):
             raise ValueError("every value must be 1 or more")
         return values
+
+    @field_validator("precision")
+    @classmethod
+    def _known_precisions(cls, values: list[str]) -> list[str]:
+        return [check_precision(value) for value in values]
+
+    @field_validator("gpu_type")
+    @classmethod
+    def _canonical_gpu(cls, value: str | None) -> str | None:
+        from cloud.gpus import gpu_spec
+
+        try:
+            return None if value is None else gpu_spec(value).gpu
+        except KeyError as error:
+            raise ValueError(error.args[0]) from None
 
     @field_validator("provider")
     @classmethod
@@ -150,7 +166,7 @@ class SweepSpec(_Strict):
         """The grid: one trial per combination of the spec's lists, in a stable order."""
         instance_types = self.instance_types or [LOCAL_INSTANCE_TYPE]
         grid = itertools.product(
-            self.models, self.nodes, instance_types, self.batch_size, self.precision
+            self.models, self.nodes, instance_types, self.batch_per_gpu, self.precision
         )
         return [self._trial(*combo) for combo in grid]
 
@@ -160,7 +176,7 @@ class SweepSpec(_Strict):
             "provider": self.provider, "region": self.region, "instance_type": instance_type,
             "gpu_type": self.gpu_type, "gpus_per_node": self.gpus_per_node,
             "nproc_per_node": self.nproc_per_node,
-            "spot": self.spot, "nodes": nodes, "model": model, "batch_size": batch,
+            "spot": self.spot, "nodes": nodes, "model": model, "batch_per_gpu": batch,
             "precision": precision, "image_size": self.image_size, "seq_len": self.seq_len,
             "max_seconds": self.max_seconds, "tolerance": self.tolerance,
             "checkpoint_every": self.checkpoint_every,
@@ -178,7 +194,7 @@ class SweepSpec(_Strict):
                 revocation = revoke_at = None
         return Trial(
             sweep=self.name, key=key, model=model, nodes=nodes, instance_type=instance_type,
-            batch_size=batch, precision=precision, image_size=self.image_size,
+            batch_per_gpu=batch, precision=precision, image_size=self.image_size,
             seq_len=self.seq_len, gpu_type=self.gpu_type, gpus_per_node=self.gpus_per_node,
             nproc_per_node=self.nproc_per_node, spot=self.spot, region=self.region,
             zones=tuple(self.zones), max_seconds=self.max_seconds, tolerance=self.tolerance,
@@ -197,7 +213,7 @@ class Trial:
     model: str
     nodes: int
     instance_type: str
-    batch_size: int
+    batch_per_gpu: int
     precision: str
     image_size: int | None
     seq_len: int | None

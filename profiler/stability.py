@@ -22,6 +22,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from gpuadvisor.vocab import THROUGHPUT_CI_LEVEL
+
 MSER_BATCH = 5
 
 
@@ -61,7 +63,7 @@ class Interval:
 
 
 def batch_means_interval(
-    step_times: np.ndarray, batches: int = 20, confidence: float = 0.95
+    step_times: np.ndarray, batches: int = 20, confidence: float = THROUGHPUT_CI_LEVEL
 ) -> Interval | None:
     """Batch-means interval of the mean; None while there are fewer than 2 steps per batch."""
     x = np.asarray(step_times, dtype=float)
@@ -104,7 +106,7 @@ class StoppingRule:
         self.min_measure_steps = max(min_measure_steps, 2 * batches)
         self.batches = batches
         self.times: list[float] = []
-        t_quantile(0.95, batches - 1)  # now, not in the middle of a timed step
+        t_quantile(THROUGHPUT_CI_LEVEL, batches - 1)  # now, not in the middle of a timed step
 
     def add(self, step_time: float) -> None:
         self.times.append(step_time)

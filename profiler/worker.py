@@ -31,7 +31,9 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from gpuadvisor.vocab import PRECISIONS, check_precision
 
 from profiler import checkpoint, zoo
 from profiler.records import Recorder, process_start_time
@@ -48,8 +50,8 @@ class WorkerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str
-    batch_size: int = Field(gt=0, description="per worker process")
-    precision: Literal["fp32", "amp", "bf16"] = "fp32"
+    batch_per_gpu: int = Field(gt=0, description="per worker process")
+    precision: str = Field("fp32", description=" | ".join(PRECISIONS))
     image_size: int | None = Field(None, gt=0)
     seq_len: int | None = Field(None, gt=0)
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -70,6 +72,11 @@ class WorkerConfig(BaseModel):
     sink: str
     cluster: str
     node: int = Field(0, ge=0)
+
+    @field_validator("precision")
+    @classmethod
+    def _known_precision(cls, value: str) -> str:
+        return check_precision(value)
 
 
 class StepTimer:
@@ -179,8 +186,6 @@ class Trainer:
             config.device == "auto" and torch.cuda.is_available())
         if config.device == "cuda" and not torch.cuda.is_available():
             raise ConfigError("device is cuda but torch sees no GPU; set device to auto or cpu")
-        if config.precision == "amp" and not self.cuda:
-            raise ConfigError("precision amp (fp16 + GradScaler) needs a GPU; use fp32 or bf16")
         self.saves: list[checkpoint.Timed] = []
         self.restored: checkpoint.Timed | None = None
         self.step = 0
@@ -222,9 +227,13 @@ class Trainer:
         model = self.zoo.build_model(c.model, image_size=c.image_size, seq_len=c.seq_len)
         self.module = model.to(self.device)
         self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        self.scaler = torch.amp.GradScaler("cuda", enabled=c.precision == "amp")
+        # gpuadvisor.vocab.PRECISION_MEANING: fp32 is true FP32 (no TF32 anywhere), tf32 turns
+        # TF32 on for matmuls and convolutions (Ampere and later; CPUs compute plain FP32).
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = (
+            c.precision == "tf32")
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=c.precision == "amp")
         generator = torch.Generator().manual_seed(c.seed + self.rank)
-        self.batch = self.zoo.synthetic_batch(c.model, c.batch_size, self.device, c.image_size,
+        self.batch = self.zoo.synthetic_batch(c.model, c.batch_per_gpu, self.device, c.image_size,
                                               c.seq_len, generator=generator)
         dtype = {"amp": torch.float16, "bf16": torch.bfloat16}.get(c.precision)
         self.autocast = lambda: torch.autocast(self.device.type, dtype=dtype,
@@ -307,7 +316,7 @@ class Trainer:
         self.build()
         self.restore()
         self.wrap()
-        self.samples_per_step = self.world * c.batch_size
+        self.samples_per_step = self.world * c.batch_per_gpu
         self.rule = StoppingRule(c.tolerance, c.min_warmup_steps, c.min_measure_steps)
         self.first_step = self.step + 1
         self.skip: set[int] = set()  # steps whose time includes a checkpoint save
@@ -419,7 +428,7 @@ class Trainer:
         elif len(times):
             value = samples_per_step / float(times.mean())
         self.emit(
-            "result", model=c.model, batch_per_gpu=c.batch_size, precision=c.precision,
+            "result", model=c.model, batch_per_gpu=c.batch_per_gpu, precision=c.precision,
             world_size=self.world,
             device=self.torch.cuda.get_device_name() if self.cuda else "cpu",
             throughput=value, throughput_lo=lo, throughput_hi=hi,
@@ -470,7 +479,8 @@ def _free_port() -> int:
 def first_problem(exc: ValidationError, prefix: str = "") -> str:
     """The first validation error as 'field.path: message'."""
     first = exc.errors()[0]
-    return f"{prefix}{'.'.join(map(str, first['loc'])) or 'config'}: {first['msg']}"
+    message = first["msg"].removeprefix("Value error, ")
+    return f"{prefix}{'.'.join(map(str, first['loc'])) or 'config'}: {message}"
 
 
 def read_config(model: type[BaseModel], path: str, what: str) -> BaseModel:

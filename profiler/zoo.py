@@ -38,7 +38,7 @@ class ZooEntry:
     epochs: int
     image_size: int | None
     seq_len: int | None
-    batch_size: int  # per GPU
+    batch_per_gpu: int  # per GPU
     reference: str  # where the workload comes from
     config: dict[str, Any]  # transformers config arguments
 
@@ -173,7 +173,7 @@ def build_model(name: str, image_size: int | None = None, seq_len: int | None = 
     return model
 
 
-def synthetic_batch(name: str, batch_size: int, device, image_size: int | None = None,
+def synthetic_batch(name: str, batch_per_gpu: int, device, image_size: int | None = None,
                     seq_len: int | None = None, generator=None) -> dict:
     """A random batch of the model's input shape: images + labels, or token ids + labels."""
     import torch
@@ -181,13 +181,13 @@ def synthetic_batch(name: str, batch_size: int, device, image_size: int | None =
     entry = resolve(name)
     image_size, seq_len = _sizes(entry, image_size, seq_len)
     if entry.task == "image":
-        pixels = torch.randn(batch_size, 3, image_size, image_size, generator=generator)
-        labels = torch.randint(0, NUM_CLASSES, (batch_size,), generator=generator)
+        pixels = torch.randn(batch_per_gpu, 3, image_size, image_size, generator=generator)
+        labels = torch.randint(0, NUM_CLASSES, (batch_per_gpu,), generator=generator)
         return {"pixel_values": pixels.to(device), "labels": labels.to(device)}
     vocab = build_config(name).vocab_size
-    ids = torch.randint(0, vocab, (batch_size, seq_len), generator=generator)
+    ids = torch.randint(0, vocab, (batch_per_gpu, seq_len), generator=generator)
     if entry.family == "bert":  # predict a random 15% of positions, ignore the rest
-        masked = torch.rand(batch_size, seq_len, generator=generator) < MLM_PROBABILITY
+        masked = torch.rand(batch_per_gpu, seq_len, generator=generator) < MLM_PROBABILITY
         labels = torch.where(masked, ids, torch.full_like(ids, -100))
     else:  # causal LM: the model shifts the labels itself
         labels = ids.clone()

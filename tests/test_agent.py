@@ -18,7 +18,7 @@ from profiler.checkpoint import StepMarker
 from profiler.records import RecordError, Recorder
 from profiler.sink import SinkError, open_sink
 
-WORKLOAD = {"model": "mobilenet_v2", "batch_size": 4, "image_size": 16}  # fast on a CPU
+WORKLOAD = {"model": "mobilenet_v2", "batch_per_gpu": 4, "image_size": 16}  # fast on a CPU
 
 
 def free_port() -> int:
@@ -156,15 +156,15 @@ def test_sink_rejects_corrupt_lines_and_unknown_schemes(tmp_path):
     "change, message",
     [
         ({"node": -1}, "node: Input should be greater than or equal to 0"),
-        ({"worker": {"model": "resnet18", "batch_size": 0}}, "worker.batch_size"),
-        ({"worker": {"model": "resnet18", "batch_size": 2, "precison": "fp32"}},
+        ({"worker": {"model": "resnet18", "batch_per_gpu": 0}}, "worker.batch_per_gpu"),
+        ({"worker": {"model": "resnet18", "batch_per_gpu": 2, "precison": "fp32"}},
          "worker.precison: Extra inputs are not permitted"),
         ({"provider": "azure"}, "no revocation watcher entry for provider 'azure'"),
     ],
 )
 def test_agent_rejects_bad_config_in_one_line(tmp_path, capsys, change, message):
     config = {"cluster": "c", "node": 0, "sink": str(tmp_path),
-              "worker": {"model": "resnet18", "batch_size": 2}, **change}
+              "worker": {"model": "resnet18", "batch_per_gpu": 2}, **change}
     path = tmp_path / "agent.json"
     path.write_text(json.dumps(config))
     assert agent.main(["--config", str(path)]) == 2

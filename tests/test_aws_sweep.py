@@ -24,7 +24,7 @@ name: silent-nodes
 provider: aws
 models: [resnet18]
 nodes: [1, 2]
-batch_size: 16
+batch_per_gpu: 16
 instance_types: [g4dn.xlarge]
 gpus_per_node: 1
 region: us-east-1

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 from fakes.aws import aws, aws_provider, moto_endpoint, without_aws_credentials  # noqa: F401
 
 from cloud.provider import ClusterSpec
+from gpuadvisor.durations import parse_duration
 from profiler.cli import COMMAND_MODULES, app
-from profiler.cli.cleanup import parse_age
 
 for _name in COMMAND_MODULES:
     __import__(f"profiler.cli.{_name}")
@@ -62,7 +62,7 @@ def test_older_than_filters_new_nodes(aws, leftovers):
 
 @pytest.mark.parametrize("args, message", [
     (["--provider", "local"], "gcp or aws"),
-    (["--provider", "aws", "--older-than", "soon"], "30m, 2h or 1d"),
+    (["--provider", "aws", "--older-than", "soon"], "--older-than 'soon' is not understood; give a duration such as 90m"),
 ])
 def test_bad_flags_are_one_line_errors(args, message):
     result = runner.invoke(app, ["cleanup", *args])
@@ -76,5 +76,7 @@ def test_missing_credentials_is_one_line(monkeypatch, tmp_path):
     assert result.exit_code == 2 and "aws configure" in result.output
 
 
-def test_parse_age():
-    assert parse_age("90s") == 90 and parse_age("2h") == 7200 and parse_age("1.5d") == 129600
+def test_older_than_takes_the_duration_grammar():
+    assert parse_duration("90s") == 90 and parse_duration("2h") == 7200
+    assert parse_duration("1.5d") == 129600 and parse_duration("1d12h") == 129600
+    assert parse_duration("0s") == 0 and parse_duration("3") == 3 * 3600

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from advisor.artifact import Lifetime, Prediction
+from advisor.artifact import NodeLifetime, Prediction
 from advisor.candidates import Filters, enumerate_candidates
 from advisor.optimizer import rank_plans
 from advisor.workload import build_workload
@@ -18,14 +18,14 @@ CARDS = {
     "tinynet": {
         "model": "tinynet", "family": "resnet", "task": "image", "dataset": "cifar10",
         "samples_per_epoch": "50000", "epochs": "10", "image_size": "32", "seq_len": "",
-        "batch_size": "128", "params": "1e6", "gradient_bytes": "4e6",
+        "batch_per_gpu": "128", "params": "1e6", "gradient_bytes": "4e6",
         "forward_flops_per_sample": "1e8", "flops_per_sample": "3e8",
         "activation_bytes_per_sample": "2e6", "torch_version": "2.13.0", "source": "test",
     },
     "hugenet": {
         "model": "hugenet", "family": "gpt", "task": "text", "dataset": "web",
         "samples_per_epoch": "1000000", "epochs": "1", "image_size": "", "seq_len": "1024",
-        "batch_size": "8", "params": "1.5e9", "gradient_bytes": "6e9",
+        "batch_per_gpu": "8", "params": "1.5e9", "gradient_bytes": "6e9",
         "forward_flops_per_sample": "3e12", "flops_per_sample": "9e12",
         "activation_bytes_per_sample": "2e9", "torch_version": "2.13.0", "source": "test",
     },
@@ -76,8 +76,8 @@ class Estimator:
 
     def lifetime(self, provider, gpu, region, spot):
         if not spot:
-            return Lifetime("on-demand", 1.0, math.inf, "test")
-        return Lifetime("weibull", 1.0, self.spot_life_s, "test")
+            return NodeLifetime("on-demand", 1.0, math.inf, "test")
+        return NodeLifetime("weibull", 1.0, self.spot_life_s, "test")
 
 
 def candidates_for(model="tinynet", max_nodes=4, **workload):

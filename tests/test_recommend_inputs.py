@@ -7,8 +7,8 @@ import pytest
 from test_recommend_fixtures import CARDS, OFFERINGS, offering_arrays
 
 from advisor.candidates import CandidateError, Filters, enumerate_candidates
-from advisor.durations import parse_budget, parse_deadline
 from advisor.reasons import Reason
+from gpuadvisor.durations import parse_budget, parse_deadline
 from advisor.workload import GIB, WorkloadError, build_workload
 from cloud.gpus import gpu_spec
 
@@ -43,9 +43,9 @@ def test_workload_defaults_come_from_the_card_and_overrides_win():
     work = build_workload(CARDS, "TinyNet")
     assert (work.model, work.epochs, work.batch_per_gpu) == ("tinynet", 10, 128)
     assert work.total_samples(np.array([1, 8])).tolist() == [500000, 500000]
-    work = build_workload(CARDS, "tinynet", epochs=2, samples=1000, batch_size=64)
+    work = build_workload(CARDS, "tinynet", epochs=2, samples=1000, batch_per_gpu=64)
     assert work.total_samples(np.array([4]))[0] == 2000
-    steps = build_workload(CARDS, "tinynet", steps=100, batch_size=32)
+    steps = build_workload(CARDS, "tinynet", steps=100, batch_per_gpu=32)
     assert steps.total_samples(np.array([1, 8])).tolist() == [3200, 25600]
 
 
@@ -55,8 +55,9 @@ def test_unknown_model_names_the_closest():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"precision": "fp8"}, "fp32, amp, bf16"), ({"epochs": -1}, "^epochs must be positive"),
-    ({"batch_size": 0}, "^batch_size must be positive"),
+    ({"precision": "fp8"}, "precision 'fp8' is not known; use one of fp32, tf32, amp, bf16"),
+    ({"epochs": -1}, "^epochs must be positive"),
+    ({"batch_per_gpu": 0}, "^batch_per_gpu must be positive"),
     ({"steps": 10, "epochs": 1}, "either steps"),
 ])
 def test_bad_workload_overrides(kwargs, message):
@@ -90,7 +91,7 @@ def test_memory_filter_drops_gpus_too_small_and_says_why():
     memory = {cut.gpu: cut for cut in cands.dropped if cut.reason is Reason.MEMORY}
     assert memory["T4"].gpu_memory_gb == 16 and memory["A100-40GB"].gpu_memory_gb == 40
     assert memory["T4"].need_gib == round(work.memory_per_gpu_bytes() / GIB, 1) > 40
-    small = build_workload(CARDS, "hugenet", precision="amp", batch_size=1)  # ~27 GiB
+    small = build_workload(CARDS, "hugenet", precision="amp", batch_per_gpu=1)  # ~27 GiB
     cands = enumerate_candidates(offering_arrays(), small, Filters(max_nodes=2), gpu_spec)
     assert set(cands["gpu_type"]) == {"A100-40GB"}
     assert sum(cands.dropped.values()) == 2 * 2 * 4  # 4 offerings x 2 nodes x 2 markets

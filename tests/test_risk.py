@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from advisor.artifact import Lifetime
+from advisor.artifact import NodeLifetime
 from advisor.risk import checkpoint_interval, mean_lifetime_s, revocation_times, simulate_spot
 
 
@@ -21,7 +21,7 @@ def run(lifetime, work_s, nodes=1, checkpoint_s=60.0, overhead_s=300.0, draws=40
 
 def test_mean_time_matches_dalys_expected_time_for_exponential_lives():
     mtbf, work, ckpt, restart = 6 * 3600.0, 20 * 3600.0, 60.0, 300.0
-    runs = run(Lifetime("weibull", 1.0, mtbf, "test"), work, checkpoint_s=ckpt, overhead_s=restart)
+    runs = run(NodeLifetime("weibull", 1.0, mtbf, "test"), work, checkpoint_s=ckpt, overhead_s=restart)
     tau = runs.checkpoint_interval_s[0]
     assert tau == pytest.approx(math.sqrt(2 * ckpt * mtbf))
     # Daly (2006): E[T] = M e^(R/M) (e^((tau+C)/M) - 1) W / tau
@@ -31,13 +31,13 @@ def test_mean_time_matches_dalys_expected_time_for_exponential_lives():
 
 
 def test_endless_lives_mean_no_revocation_and_no_checkpoint():
-    runs = run(Lifetime("on-demand", 1.0, math.inf, "test"), 3600.0)
+    runs = run(NodeLifetime("on-demand", 1.0, math.inf, "test"), 3600.0)
     assert (runs.time_s == 3600.0).all()
     assert runs.revocations[0] == 0 and math.isinf(runs.checkpoint_interval_s[0])
 
 
 def test_more_nodes_mean_more_revocations_and_a_wider_spread():
-    life = Lifetime("weibull", 0.8, 12 * 3600.0, "test")
+    life = NodeLifetime("weibull", 0.8, 12 * 3600.0, "test")
     one, eight = run(life, 10 * 3600.0, nodes=1), run(life, 10 * 3600.0, nodes=8)
     assert eight.revocations[0] > 4 * one.revocations[0]
     spread = [np.percentile(r.time_s, 90) - np.percentile(r.time_s, 50) for r in (one, eight)]
@@ -45,12 +45,12 @@ def test_more_nodes_mean_more_revocations_and_a_wider_spread():
 
 
 def test_revocations_outpacing_progress_never_finish():
-    runs = run(Lifetime("weibull", 1.0, 60.0, "test"), 3600.0, overhead_s=600.0, draws=50)
+    runs = run(NodeLifetime("weibull", 1.0, 60.0, "test"), 3600.0, overhead_s=600.0, draws=50)
     assert np.isinf(runs.time_s).all()
 
 
 def test_revocation_times_are_sorted_and_respect_the_cap():
-    life = Lifetime("weibull", 2.0, 50 * 3600.0, "test", cap_s=24 * 3600.0)
+    life = NodeLifetime("weibull", 2.0, 50 * 3600.0, "test", cap_s=24 * 3600.0)
     events = revocation_times(life, 1, 300, 10 * 86400.0, np.random.default_rng(1))
     finite = np.where(np.isfinite(events), events, np.nan)
     steps = np.diff(np.c_[np.zeros(300), finite], axis=1)
@@ -69,7 +69,7 @@ def test_checkpoint_interval_is_young_daly():
 
 
 def test_rows_alike_share_one_simulation_and_keep_their_own_order():
-    life = Lifetime("weibull", 1.0, 3000.0, "test")
+    life = NodeLifetime("weibull", 1.0, 3000.0, "test")
     # rows 0 and 2 agree on everything: one column; row 1 needs less work.
     runs = simulate_spot(np.zeros(3, int), np.array([2, 2, 2]), np.array([9000.0, 4000.0, 9000.0]),
                          (np.zeros(50), np.zeros(3)), np.full(3, 60.0), np.full(3, 300.0),

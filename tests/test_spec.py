@@ -3,7 +3,7 @@ import pytest
 from profiler.spec import SpecError, load_spec, parse_spec
 
 SMOKE = {"name": "smoke", "provider": "local", "models": ["resnet18"], "nodes": [1, 2],
-         "batch_size": 16, "image_size": 64, "precision": "fp32", "max_seconds": 60,
+         "batch_per_gpu": 16, "image_size": 64, "precision": "fp32", "max_seconds": 60,
          "revocation": {"node": 1, "at_seconds": 20}}
 
 
@@ -16,7 +16,7 @@ def test_shipped_smoke_spec_expands_to_two_trials():
 
 
 def test_grid_is_the_product_of_the_lists_with_stable_unique_keys():
-    raw = {**SMOKE, "models": ["resnet18", "mobilenet_v2"], "batch_size": [8, 16],
+    raw = {**SMOKE, "models": ["resnet18", "mobilenet_v2"], "batch_per_gpu": [8, 16],
            "precision": ["fp32", "bf16"], "revocation": None}
     trials = parse_spec(raw).trials()
     assert len(trials) == 2 * 2 * 2 * 2
@@ -45,7 +45,7 @@ def test_sampled_revocation_times_are_seeded_and_follow_the_mean():
 @pytest.mark.parametrize("change, expected", [
     ({"modles": ["resnet18"]}, "unknown key 'modles'; did you mean 'models'?"),
     ({"revocation": {"nod": 1, "at_seconds": 5}}, "did you mean 'node'?"),
-    ({"precision": "fp8"}, "precision.0: Input should be 'fp32', 'amp', 'bf16' or 'tf32'"),
+    ({"precision": "fp8"}, "precision: precision 'fp8' is not known; use one of fp32, tf32, amp, bf16"),
     ({"nodes": [0, 2]}, "nodes: every value must be 1 or more"),
     ({"provider": "gpc"}, "unknown provider 'gpc'; allowed: local, gcp, aws"),
     ({"models": ["resnet181"]}, "models: unknown model 'resnet181'"),

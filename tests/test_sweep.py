@@ -21,7 +21,7 @@ name: tiny
 provider: local
 models: [mobilenet_v2]
 nodes: [1, 2]
-batch_size: 2
+batch_per_gpu: 2
 image_size: 16
 max_seconds: 10
 tolerance: 0.25

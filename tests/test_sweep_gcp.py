@@ -22,7 +22,7 @@ from profiler.spec import parse_spec
 from profiler.store import Store
 
 SPEC = {"name": "gcpstart", "provider": "gcp", "models": ["resnet18"], "nodes": [2],
-        "batch_size": 8, "instance_types": ["n1-standard-8"], "region": "us-central1",
+        "batch_per_gpu": 8, "instance_types": ["n1-standard-8"], "region": "us-central1",
         "zones": ["us-central1-a"], "gpu_type": "V100", "gpus_per_node": 1,
         "max_seconds": 5, "startup_timeout": 30}
 

@@ -11,20 +11,7 @@ import pytest
 from profiler import worker
 
 # mobilenet_v2 at 16 px is among the fastest zoo models on a CPU (about 0.1 s a step).
-WORKLOAD = {"model": "mobilenet_v2", "batch_size": 2, "image_size": 16}
-
-
-@pytest.fixture
-def one_thread(monkeypatch):
-    monkeypatch.setenv("PROFILER_AGENT_START", repr(time.time()))
-    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RESTART_COUNT"):
-        monkeypatch.delenv(name, raising=False)
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+WORKLOAD = {"model": "mobilenet_v2", "batch_per_gpu": 2, "image_size": 16}
 
 
 def run_worker(tmp_path, **settings) -> list[dict]:
@@ -127,13 +114,14 @@ def test_step_timer_on_cpu_times_each_step():
     "config, message",
     [
         ("{not json", "not JSON"),
-        (json.dumps({"model": "resnet18"}), "batch_size: Field required"),
-        (json.dumps({"model": "resnet18", "batch_size": 2, "precision": "fp8",
-                     "sink": "/tmp/x", "cluster": "c"}), "precision: Input should be"),
-        (json.dumps({"model": "resnet81", "batch_size": 2, "sink": "/tmp/x", "cluster": "c"}),
+        (json.dumps({"model": "resnet18"}), "batch_per_gpu: Field required"),
+        (json.dumps({"model": "resnet18", "batch_per_gpu": 2, "precision": "fp8",
+                     "sink": "/tmp/x", "cluster": "c"}),
+         "precision: precision 'fp8' is not known; use one of fp32, tf32, amp, bf16"),
+        (json.dumps({"model": "resnet81", "batch_per_gpu": 2, "sink": "/tmp/x", "cluster": "c"}),
          "did you mean resnet18"),
-        (json.dumps({"model": "resnet18", "batch_size": 2, "precision": "amp",
-                     "device": "cpu", "sink": "/tmp/x", "cluster": "c"}), "amp"),
+        (json.dumps({"model": "resnet18", "batch_per_gpu": 2, "device": "cuda",
+                     "sink": "/tmp/x", "cluster": "c"}), "device is cuda but torch sees no GPU"),
     ],
 )
 def test_bad_worker_config_is_one_line(tmp_path, capsys, config, message):

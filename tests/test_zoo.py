@@ -46,7 +46,7 @@ def test_entries_are_complete():
     for entry in zoo.ZOO.values():
         assert entry.task in ("image", "text")
         assert (entry.image_size is None) != (entry.seq_len is None)
-        assert entry.samples_per_epoch > 0 and entry.epochs > 0 and entry.batch_size > 0
+        assert entry.samples_per_epoch > 0 and entry.epochs > 0 and entry.batch_per_gpu > 0
     r50 = zoo.resolve("resnet50")
     assert (r50.dataset, r50.samples_per_epoch, r50.epochs, r50.image_size) == (
         "imagenet-1k", 1_281_167, 90, 224)

@@ -11,6 +11,7 @@ import typer
 
 from advisor.cli.app import app
 from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit, fail, warn
+from gpuadvisor.vocab import market
 
 catalog_app = typer.Typer(
     help="The GCP and AWS GPU offerings and their prices (datasets/catalog_*.csv).",
@@ -88,9 +89,8 @@ def show(
     rows.sort(key=lambda r: (r["usd_per_gpu_hour"], r["provider"], r["region"]))
     if not rows:
         fail("no offering matches those filters; drop one (see `advisor catalog show`)", 1)
-    market = "spot" if spot else "on-demand"
     dates = sorted({str(row["as_of"]) for row in rows})
-    title = f"{len(rows)} offerings, {market}, prices as of {dates[0]}" + (
+    title = f"{len(rows)} offerings, {market(spot)}, prices as of {dates[0]}" + (
         f" to {dates[-1]}" if len(dates) > 1 else ""
     )
     emit(rows, SHOW_COLUMNS, fmt, title=title, headers=HEADERS)

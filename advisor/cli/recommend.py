@@ -13,7 +13,8 @@ import typer
 
 from advisor.cli.app import app
 from advisor.cli.output import emit_csv, emit_json, fail, warn
-from advisor.durations import format_usd
+from gpuadvisor.durations import format_usd
+from gpuadvisor.vocab import PRECISIONS
 from advisor.reasons import Reason
 
 
@@ -25,7 +26,8 @@ class RecommendFormat(str, Enum):
 
 
 # The flag of each API parameter whose name differs from it.
-FLAGS = {"providers": "provider", "regions": "region", "gpus": "gpu"}
+FLAGS = {"providers": "provider", "regions": "region", "gpus": "gpu",
+         "batch_per_gpu": "batch-size"}
 CUT_WORDS = {
     Reason.PROVIDER_FILTER: "provider filter", Reason.REGION_FILTER: "region filter",
     Reason.GPU_FILTER: "GPU filter", Reason.NO_THROUGHPUT: "no throughput prediction",
@@ -72,8 +74,9 @@ def recommend(
     samples: int | None = typer.Option(None, help="samples per epoch (default: the card's)"),
     steps: int | None = typer.Option(
         None, help="total optimizer steps instead of epochs (samples = steps x global batch)"),
-    batch_size: int | None = typer.Option(None, help="per-GPU batch (default: the card's)"),
-    precision: str = typer.Option("fp32", help="fp32, amp or bf16"),
+    batch_per_gpu: int | None = typer.Option(
+        None, "--batch-size", help="per-GPU micro-batch, batch_per_gpu (default: the card's)"),
+    precision: str = typer.Option("fp32", help=" | ".join(PRECISIONS)),
     provider: list[str] | None = typer.Option(None, help="only these providers: gcp, aws"),
     region: list[str] | None = typer.Option(
         None, help="only these regions (repeatable or comma-separated)"),
@@ -125,7 +128,7 @@ def recommend(
     model = _model(model, model_argument)
     try:
         result = run(model, deadline=deadline, budget=budget, confidence=confidence,
-                     epochs=epochs, samples=samples, steps=steps, batch_size=batch_size,
+                     epochs=epochs, samples=samples, steps=steps, batch_per_gpu=batch_per_gpu,
                      precision=precision, providers=provider or (), regions=region or (),
                      gpus=gpu or (), max_nodes=max_nodes, artifact=artifact, catalog=catalog,
                      top=top)
@@ -174,7 +177,7 @@ def _model_names() -> list[str]:
 
 
 def _report(result, fmt: RecommendFormat, explain: bool) -> None:
-    from advisor.durations import format_duration
+    from gpuadvisor.durations import format_duration
 
     explained = result.explain() if explain else None
     if fmt is RecommendFormat.json:
@@ -257,7 +260,7 @@ def cut_words(cut: dict) -> str:
 
 def render(explained: dict) -> list[str]:
     """The explanation (Recommendation.explain()) as lines for people."""
-    from advisor.durations import format_duration
+    from gpuadvisor.durations import format_duration
 
     lines = []
     if explained["scaling"]:

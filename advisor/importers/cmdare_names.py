@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from cloud.gpus import gpu_specs
+from gpuadvisor.gpus import family, gpu_matches
 
 # Names CM-DARE gives one model in different files. The checkpoint files call T2T's
 # `shakeshake_big` "Shake Large" (same parameter count, 26,204,362, as `shakebig`).
@@ -31,16 +32,16 @@ def canonical_model(name: str) -> str:
 
 
 def _gpu_tokens() -> dict[str, str]:
-    """Lower-case GPU names of the catalog (first dash-separated part) -> catalog name."""
-    return {spec.gpu.lower().split("-")[0]: spec.gpu for spec in gpu_specs().values()}
+    """GPU families (gpuadvisor.gpus.family) -> catalog name."""
+    return {family(name): name for name in gpu_specs()}
 
 
 def canonical_gpu(token: str) -> str:
     """'k80' / 'K80' -> 'K80' (the name in datasets/gpus.csv)."""
-    tokens = _gpu_tokens()
-    if token.lower() not in tokens:
-        raise ValueError(f"unknown GPU {token!r}; known: {', '.join(sorted(tokens.values()))}")
-    return tokens[token.lower()]
+    matches = gpu_matches(token, gpu_specs())
+    if len(matches) != 1:
+        raise ValueError(f"unknown GPU {token!r}; known: {', '.join(sorted(gpu_specs()))}")
+    return matches[0]
 
 
 @dataclass(frozen=True)

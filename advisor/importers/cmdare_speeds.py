@@ -12,8 +12,10 @@ gpus_per_node 1, precision 'fp32', image_size 32, status 'finished', sweep 'cmda
   asynchronously: every worker's update increments TensorFlow's global step, so
   `global_step/sec` already counts the steps of all workers (3 K80 workers run at ~29 global
   steps/s where one runs at ~9.5). Multiplying by the worker count again would be wrong.
-- `trials.throughput_lo/hi` = 2.5th / 97.5th percentiles of the steady samples x 128 (the
-  run's spread, not a confidence interval of the median).
+- `trials.throughput_lo/hi` stay empty: they hold a confidence interval of the mean
+  (gpuadvisor.vocab), and CM-DARE's logs give a spread of the samples instead, kept in
+  `extra.throughput_p2_5` / `extra.throughput_p97_5` (2.5th / 97.5th percentiles of the
+  steady samples x 128).
 - `trials.step_time_*` = seconds per step of one worker = workers / global steps/s.
 - `trials.warmup_steps` = global step at which the steady state begins; `steps_measured` =
   global steps after it (None for speed_data, which has no step counts).
@@ -64,15 +66,15 @@ def speed_trial(rates: np.ndarray, *, workers: int, steps: np.ndarray | None = N
     median_rate = float(np.median(steady))
     row = {
         "throughput": median_rate * BATCH_PER_WORKER,
-        "throughput_lo": float(np.percentile(steady, 2.5)) * BATCH_PER_WORKER,
-        "throughput_hi": float(np.percentile(steady, 97.5)) * BATCH_PER_WORKER,
         "step_time_mean": float(np.mean(step_times)),
         "step_time_median": workers / median_rate,
         "step_time_p95": float(np.percentile(step_times, 95)),
         "warmup_steps": int(steps[start]) if steps is not None else None,
         "steps_measured": int(steps[-1] - steps[start]) if steps is not None else None,
     }
-    extra = {"global_steps_per_s": median_rate, "samples": len(steady), "warmup_samples": start}
+    extra = {"global_steps_per_s": median_rate, "samples": len(steady), "warmup_samples": start,
+             "throughput_p2_5": float(np.percentile(steady, 2.5)) * BATCH_PER_WORKER,
+             "throughput_p97_5": float(np.percentile(steady, 97.5)) * BATCH_PER_WORKER}
     return row | {"extra": extra}
 
 

@@ -9,8 +9,8 @@ from advisor.cli.output import Format, emit, emit_json, fail
 from profiler.cli.app import app
 
 LIST_COLUMNS = ["model", "task", "dataset", "samples_per_epoch", "epochs", "input",
-                "batch_size", "params_m", "gflops_per_sample"]
-LIST_HEADERS = {"samples_per_epoch": "samples/epoch", "batch_size": "batch/GPU",
+                "batch_per_gpu", "params_m", "gflops_per_sample"]
+LIST_HEADERS = {"samples_per_epoch": "samples/epoch", "batch_per_gpu": "batch/GPU",
                 "params_m": "params M", "gflops_per_sample": "GFLOPs/sample fwd+bwd"}
 
 
@@ -131,7 +131,7 @@ def _list(fmt: Format) -> None:
             "samples_per_epoch": entry.samples_per_epoch, "epochs": entry.epochs,
             "input": f"{entry.image_size}px" if entry.task == "image" else
                      f"{entry.seq_len} tokens",
-            "batch_size": entry.batch_size,
+            "batch_per_gpu": entry.batch_per_gpu,
             "params_m": round(card["params"] / 1e6, 1) if card.get("params") else None,
             "gflops_per_sample": round(card["flops_per_sample"] / 1e9, 2)
             if card.get("flops_per_sample") else None,

@@ -2,31 +2,22 @@
 
 from __future__ import annotations
 
-import re
 import time
 
 import typer
 
 from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit, fail
+from gpuadvisor.durations import parse_duration
 from profiler.cli.app import app
 
-UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 COLUMNS = ["id", "cluster", "node", "zone", "spot", "age_h"]
-
-
-def parse_age(text: str) -> float:
-    """'90s', '30m', '2h', '1d' -> seconds."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", text or "")
-    if not match:
-        raise ValueError(f"--older-than {text!r}: give a number and a unit, e.g. 30m, 2h or 1d")
-    return float(match[1]) * UNITS[match[2]]
 
 
 @app.command()
 def cleanup(
     provider: str = typer.Option(..., "--provider", help="gcp or aws"),
     older_than: str = typer.Option("0s", "--older-than",
-                                   help="only nodes launched at least this long ago (30m, 2h, 1d)"),
+                                   help="only nodes launched at least this long ago (30m, 2h, 1d; plain hours)"),
     yes: bool = typer.Option(False, "--yes", "-y", help="delete without asking"),
     region: str = typer.Option(None, "--region", help="AWS region (default: your AWS config)"),
     project: str = typer.Option(None, "--project", help="GCP project (default: ADC's project)"),
@@ -51,7 +42,7 @@ def cleanup(
         fail(f"--provider {provider!r}: cleanup works on gcp or aws (local nodes die with "
              "their sweep)")
     try:
-        age = parse_age(older_than)
+        age = parse_duration(older_than, "--older-than")
         options = {"project": project, "region": region} if provider == "gcp" else {"region": region}
         chosen = make_provider(provider, **options)
         nodes = chosen.leftovers(older_than_s=age or None)

@@ -27,7 +27,7 @@ def sweep(
 ) -> None:
     """Run a sweep: launch each trial's cluster, train, revoke if asked, store the figures.
 
-    The spec's lists (models, nodes, instance_types, batch_size, precision) expand into a
+    The spec's lists (models, nodes, instance_types, batch_per_gpu, precision) expand into a
     grid of trials; `revocation: {node: 1, at_seconds: 20}` kills node 1 that long after
     training starts and launches a replacement (see specs/smoke.yaml); training goes on past
     that time even when its estimate is stable sooner, and after the recovery measures to a
@@ -58,7 +58,7 @@ def sweep(
     try:
         chosen = make_provider(spec.provider)
         if dry_run:
-            _print_plan(spec, chosen, results_url, fmt)
+            _print_dry_run(spec, chosen, results_url, fmt)
             return
         from profiler.store import Store
 
@@ -90,24 +90,24 @@ def _run(spec, store, provider, results_url: str) -> None:
         raise typer.Exit(1)
 
 
-def _print_plan(spec, provider, results_url: str, fmt: Format) -> None:
-    from profiler.orchestrator import estimated_cost, plan_sweep
+def _print_dry_run(spec, provider, results_url: str, fmt: Format) -> None:
+    from profiler.orchestrator import estimated_cost, dry_run_sweep
 
-    planned = plan_sweep(spec, provider, results_url)
+    launches = dry_run_sweep(spec, provider, results_url)
     if fmt is Format.json:
         emit_json([{"trial": trial.as_dict(), "estimated_cost_usd":
                     estimated_cost(provider.name, trial),
-                    "requests": [vars(r) for r in requests]} for trial, requests in planned])
+                    "requests": [vars(r) for r in requests]} for trial, requests in launches])
         return
     rows = [{**trial.as_dict(), "cost": estimated_cost(provider.name, trial),
              "revoke": (f"node {trial.revoke_node} at {trial.revoke_at:.0f}s"
                         if trial.revoke_node is not None else None)}
-            for trial, _ in planned]
-    emit(rows, ["key", "model", "nodes", "instance_type", "batch_size", "precision", "revoke",
+            for trial, _ in launches]
+    emit(rows, ["key", "model", "nodes", "instance_type", "batch_per_gpu", "precision", "revoke",
                 "cost"], Format.table,
-         headers={"instance_type": "instance", "batch_size": "batch", "cost": "est. USD"},
+         headers={"instance_type": "instance", "batch_per_gpu": "batch/GPU", "cost": "est. USD"},
          title=f"sweep {spec.name}: {len(rows)} trials on {provider.name} (dry run)")
-    for trial, requests in planned:
+    for trial, requests in launches:
         for request in requests:
             typer.echo(f"{trial.key} {request.provider} {request.action} "
                        f"{_compact(request.body)}")

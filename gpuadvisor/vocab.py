@@ -1,0 +1,60 @@
+"""The project's one vocabulary: precision, batch, market and interval semantics, each defined
+once and used by the sweep spec, the worker, the store, the features, the workload and both
+CLIs. GPU names are in gpuadvisor/gpus.py, durations in gpuadvisor/durations.py.
+
+- **precision** (`PRECISIONS`): the arithmetic a trial trains with and a prediction is for.
+- **batch**: `batch_per_gpu` is the per-GPU micro-batch (samples one worker process takes per
+  step, before any gradient accumulation), in the spec, the worker, the store, the features
+  and the workload alike; a cluster's global batch is `batch_per_gpu` x workers.
+- **market** (`MARKETS`): `on-demand` or `spot`; the store and the features keep it as the
+  boolean `spot`, what people read (tables, JSON) says the market's name.
+- **intervals**: the store's `throughput_lo/hi` are the worker's `THROUGHPUT_CI_LEVEL`
+  confidence interval of the trial's mean throughput (batch means over the measured steps);
+  a source without one leaves them empty (published rows), and an importer that has a spread
+  of the samples rather than a confidence interval keeps it in `extra` under a name saying
+  so (CM-DARE: `throughput_p2_5`, `throughput_p97_5`). A prediction's [lo, hi] is the
+  artifact's calibrated 90% prediction interval (the optimizer reads it at
+  `advisor.optimizer.INTERVAL_COVERAGE`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+PRECISIONS = ("fp32", "tf32", "amp", "bf16")
+Precision = Literal["fp32", "tf32", "amp", "bf16"]
+PRECISION_MEANING = {
+    "fp32": "FP32 storage and FP32 math; the worker turns TF32 off (PyTorch's default on "
+            "Ampere and later runs convolutions in TF32, so `fp32` here is stricter)",
+    "tf32": "FP32 storage with TF32 matmuls and convolutions on Ampere and later (tensor "
+            "cores); plain FP32 math on older GPUs and on CPU",
+    "amp": "automatic mixed precision: FP16 autocast with a gradient scaler, FP32 weights",
+    "bf16": "BF16 autocast, FP32 weights; no gradient scaler",
+}
+HALF_PRECISIONS = ("amp", "bf16")  # 16-bit activations and tensor-core math
+
+MARKETS = ("on-demand", "spot")  # market(False), market(True)
+
+THROUGHPUT_CI_LEVEL = 0.95  # the store's throughput_lo/hi: this confidence interval of the mean
+
+
+class VocabError(ValueError):
+    """A value outside the vocabulary; the message lists what is accepted."""
+
+
+def one_of(what: str, value: str, accepted: Iterable[str]) -> str:
+    """`value` if it is in `accepted`, else VocabError listing what is."""
+    accepted = tuple(accepted)
+    if value not in accepted:
+        raise VocabError(f"{what} {value!r} is not known; use one of {', '.join(accepted)}")
+    return value
+
+
+def check_precision(value: str) -> str:
+    return one_of("precision", value, PRECISIONS)
+
+
+def market(spot: bool) -> str:
+    """The market's name for the store's `spot` flag."""
+    return "spot" if spot else "on-demand"

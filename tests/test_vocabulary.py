@@ -1,0 +1,72 @@
+"""One vocabulary: whatever the sweep spec accepts, the worker accepts and runs; the other
+parts (workload, physics, CLI) take the same values; every GPU filter and lookup resolves
+names alike."""
+
+import pytest
+
+from advisor.candidates import Filters, enumerate_candidates
+from advisor.workload import build_workload
+from cloud.catalog import load_catalog
+from cloud.gpus import gpu_spec, gpu_specs
+from gpuadvisor.gpus import gpu_matches
+from gpuadvisor.vocab import MARKETS, PRECISIONS, VocabError, check_precision, market
+from profiler import worker
+from profiler.cards import load_cards
+from profiler.orchestrator import agent_config
+from profiler.spec import parse_spec
+
+TINY = {"name": "vocab", "models": ["mobilenet_v2"], "batch_per_gpu": 2, "image_size": 16}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_every_precision_the_spec_accepts_the_worker_runs(tmp_path, one_thread, precision):
+    (trial,) = parse_spec({**TINY, "precision": precision}).trials()
+    settings = agent_config(trial, "local", f"file://{tmp_path}")["worker"]
+    config = worker.WorkerConfig(**settings, sink=str(tmp_path / "sink"), cluster="c",
+                                 device="cpu", max_steps=3, min_warmup_steps=0)
+    records = worker.run_here(config)
+    (result,) = [r for r in records if r["type"] == "result"]
+    assert result["precision"] == precision and result["batch_per_gpu"] == 2
+    assert result["global_step"] == 3
+    import torch
+
+    tf32 = precision == "tf32"  # fp32 means true FP32: TF32 off for matmuls and convolutions
+    assert torch.backends.cuda.matmul.allow_tf32 is tf32 and torch.backends.cudnn.allow_tf32 is tf32
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_every_precision_is_a_workload_precision(precision):
+    assert build_workload(load_cards(), "resnet50", precision=precision).precision == precision
+
+
+def test_values_outside_the_vocabulary_list_what_is_accepted():
+    with pytest.raises(VocabError, match="precision 'fp16' is not known; use one of "
+                                         "fp32, tf32, amp, bf16"):
+        check_precision("fp16")
+
+def test_a_market_is_named_by_the_spot_flag():
+    assert (market(False), market(True)) == MARKETS
+
+
+@pytest.mark.parametrize("typed, names", [
+    ("T4", ("T4",)), ("a100-80gb", ("A100-80GB",)), ("A100", ("A100-40GB", "A100-80GB")),
+    ("H100", ("H100-80GB",)), ("L40S", ("L40S",)), ("A10G", ("A10G",)),  # SkyPilot's names
+    ("nvidia-tesla-v100", ("V100",)), ("nvidia-l4", ("L4",)),  # GCP's accelerator types
+    ("H200", ()), ("V100-32GB", ()),  # not in datasets/gpus.csv
+])
+def test_one_gpu_resolver_for_what_people_type(typed, names):
+    assert gpu_matches(typed, gpu_specs()) == names
+
+
+@pytest.mark.filterwarnings("ignore:the price catalog")
+def test_every_gpu_filter_takes_the_same_names():
+    catalog = load_catalog()
+    offerings = catalog.as_arrays()
+    work = build_workload(load_cards(), "resnet18")
+    for typed in ("A100", "h100", "nvidia-tesla-t4"):
+        filtered = {o.gpu_type for o in catalog.filter(gpu=typed).offerings}
+        cands = enumerate_candidates(offerings, work, Filters(gpus=[typed], max_nodes=1))
+        assert filtered == set(cands["gpu_type"]) == set(gpu_matches(typed, gpu_specs()))
+    with pytest.raises(KeyError, match="name one of A100-40GB, A100-80GB"):
+        gpu_spec("A100")
