@@ -39,7 +39,7 @@ def model_features(store_models: Iterable[Mapping[str, Any]] = ()) -> dict[str, 
     """Model name -> card features: zoo cards first, then the store's `models` rows."""
     out: dict[str, dict] = {}
     try:
-        from profiler.cards import load_cards
+        from gpuadvisor.cards import load_cards
         cards = load_cards()
     except (ImportError, FileNotFoundError):
         cards = {}

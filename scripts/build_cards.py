@@ -7,13 +7,15 @@ import sys
 
 from rich.progress import track
 
-from profiler import cards, zoo
+from gpuadvisor.cards import CARDS_CSV, write_cards
+from profiler import zoo
+from profiler.cards import compute_card
 
 
 def main() -> None:
-    computed = [cards.compute_card(name) for name in track(zoo.names(), "model cards")]
-    cards.write_cards(computed)
-    print(f"wrote {len(computed)} cards to {cards.CARDS_CSV}", file=sys.stderr)
+    computed = [compute_card(name) for name in track(zoo.names(), "model cards")]
+    write_cards(computed)
+    print(f"wrote {len(computed)} cards to {CARDS_CSV}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import pytest
 from advisor.importers import ImportDataError
 from advisor.importers.published import DEFAULT_FILE, import_published, load_published
 from cloud.gpus import gpu_spec
-from profiler.store import Store
+from gpuadvisor.store import Store
 
 
 def _shipped():

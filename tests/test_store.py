@@ -3,7 +3,7 @@ import sqlite3
 
 import pytest
 
-from profiler.store import SCHEMA_VERSION, Store, StoreError
+from gpuadvisor.store import SCHEMA_VERSION, Store, StoreError
 
 
 def _trial(i: int) -> dict:

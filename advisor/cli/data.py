@@ -27,7 +27,7 @@ PUBLISHED_FILE = typer.Argument(None, help="CSV in the form of "
 
 
 def _open(store: Path):
-    from profiler.store import Store, StoreError
+    from gpuadvisor.store import Store, StoreError
 
     try:
         return Store(store)

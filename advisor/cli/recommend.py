@@ -153,7 +153,7 @@ def _nothing_fits(work, candidates) -> str:
 
 
 def _cards():
-    from profiler.cards import load_cards
+    from gpuadvisor.cards import load_cards
 
     try:
         return load_cards()

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from profiler.store import TABLES, Store
+from gpuadvisor.store import TABLES, Store
 
 
 class ImportDataError(Exception):

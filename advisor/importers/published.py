@@ -18,7 +18,7 @@ from typing import Any
 
 from advisor.importers import ImportDataError, ImportResult, already_imported, fingerprint
 from cloud.gpus import DATASETS, gpu_spec
-from profiler.store import Store
+from gpuadvisor.store import Store
 
 SOURCE = "published"
 DEFAULT_FILE = DATASETS / "published_throughput.csv"

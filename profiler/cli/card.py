@@ -66,7 +66,7 @@ def card(
         rows = [{"field": k, "value": _readable(k, v)} for k, v in computed.items()]
         emit(rows, ["field", "value"], fmt, title=f"model card: {entry.name}")
     elif fmt is Format.csv:
-        from profiler.cards import COLUMNS
+        from gpuadvisor.cards import COLUMNS
 
         emit([computed], COLUMNS, fmt)
     else:
@@ -104,7 +104,8 @@ def _readable(key: str, value):
 
 
 def _all(fmt: Format, write: bool) -> None:
-    from profiler import cards, zoo
+    from gpuadvisor import cards
+    from profiler import zoo
 
     computed = _compute(zoo.names())
     if write:
@@ -116,8 +117,8 @@ def _all(fmt: Format, write: bool) -> None:
 
 
 def _list(fmt: Format) -> None:
+    from gpuadvisor.cards import load_cards
     from profiler import zoo
-    from profiler.cards import load_cards
 
     try:
         shipped = load_cards()

@@ -1,0 +1,44 @@
+"""The model cards file, `datasets/model_cards.csv`: its columns, reader and writer, with the
+csv module only so that the advisor never imports torch. The cards are computed with torch by
+`profiler/cards.py`."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+CARDS_CSV = Path(__file__).resolve().parent.parent / "datasets" / "model_cards.csv"
+
+WORKLOAD_COLUMNS = ["model", "family", "task", "dataset", "samples_per_epoch", "epochs",
+                    "image_size", "seq_len", "batch_size"]
+MEASURED_COLUMNS = ["params", "tensors", "gradient_bytes", "forward_flops_per_sample",
+                    "flops_per_sample", "activation_bytes_per_sample"]
+VERSION_COLUMNS = ["torch_version", "as_of", "source"]  # how a card was made, not what it says
+COLUMNS = WORKLOAD_COLUMNS + MEASURED_COLUMNS + VERSION_COLUMNS
+INT_COLUMNS = {"samples_per_epoch", "epochs", "image_size", "seq_len", "batch_size", "params",
+               "tensors", "gradient_bytes", "forward_flops_per_sample", "flops_per_sample",
+               "activation_bytes_per_sample"}
+
+
+def write_cards(cards: list[dict], path: Path = CARDS_CSV) -> None:
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        for card in cards:
+            writer.writerow({c: "" if card.get(c) is None else card[c] for c in COLUMNS})
+
+
+def load_cards(path: Path = CARDS_CSV) -> dict[str, dict[str, Any]]:
+    """Model name -> card, numbers as int, empty cells as None (csv module only, no torch)."""
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    if not rows or set(COLUMNS) - set(rows[0]):
+        raise ValueError(f"{path} lacks columns {sorted(set(COLUMNS) - set(rows[0] if rows else {}))}")
+    return {row["model"]: {k: _cell(k, v) for k, v in row.items()} for row in rows}
+
+
+def _cell(column: str, value: str) -> Any:
+    if value == "":
+        return None
+    return int(value) if column in INT_COLUMNS else value
