@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-DATASETS = Path(__file__).resolve().parent.parent / "datasets"
+from gpuadvisor import data
 
 
 @dataclass(frozen=True)
@@ -21,8 +21,8 @@ class GpuSpec:
 
 
 @cache
-def gpu_specs(path: Path = DATASETS / "gpus.csv") -> dict[str, GpuSpec]:
-    with open(path, newline="") as handle:
+def gpu_specs(path: Path | None = None) -> dict[str, GpuSpec]:
+    with open(path or data.find("gpus.csv"), newline="") as handle:
         return {
             row["gpu"]: GpuSpec(
                 gpu=row["gpu"],

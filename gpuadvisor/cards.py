@@ -1,6 +1,7 @@
-"""The model cards file, `datasets/model_cards.csv`: its columns, reader and writer, with the
-csv module only so that the advisor never imports torch. The cards are computed with torch by
-`profiler/cards.py`."""
+"""The model cards file, `model_cards.csv`: its columns, reader and writer, with the csv
+module only so that the advisor never imports torch. The cards are computed with torch by
+`profiler/cards.py`. A user's own cards (`model_cards.csv` in the user data dir) add to the
+shipped ones, and replace a shipped card of the same model."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import csv
 from pathlib import Path
 from typing import Any
 
-CARDS_CSV = Path(__file__).resolve().parent.parent / "datasets" / "model_cards.csv"
+from gpuadvisor import data
+
+FILE = "model_cards.csv"
 
 WORKLOAD_COLUMNS = ["model", "family", "task", "dataset", "samples_per_epoch", "epochs",
                     "image_size", "seq_len", "batch_size"]
@@ -21,7 +24,8 @@ INT_COLUMNS = {"samples_per_epoch", "epochs", "image_size", "seq_len", "batch_si
                "activation_bytes_per_sample"}
 
 
-def write_cards(cards: list[dict], path: Path = CARDS_CSV) -> None:
+def write_cards(cards: list[dict], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS, lineterminator="\n")
         writer.writeheader()
@@ -29,8 +33,19 @@ def write_cards(cards: list[dict], path: Path = CARDS_CSV) -> None:
             writer.writerow({c: "" if card.get(c) is None else card[c] for c in COLUMNS})
 
 
-def load_cards(path: Path = CARDS_CSV) -> dict[str, dict[str, Any]]:
-    """Model name -> card, numbers as int, empty cells as None (csv module only, no torch)."""
+def load_cards(path: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Model name -> card, numbers as int, empty cells as None (csv module only, no torch).
+    Without a path: the shipped cards with the user's own over them."""
+    if path is not None:
+        return _read(path)
+    cards = _read(data.shipped(FILE))
+    mine = data.user_dir() / FILE
+    if mine.is_file():
+        cards.update(_read(mine))
+    return cards
+
+
+def _read(path: Path) -> dict[str, dict[str, Any]]:
     with open(path, newline="") as handle:
         rows = list(csv.DictReader(handle))
     if not rows or set(COLUMNS) - set(rows[0]):

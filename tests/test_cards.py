@@ -1,13 +1,14 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from gpuadvisor.cards import CARDS_CSV, MEASURED_COLUMNS, WORKLOAD_COLUMNS, load_cards
+from gpuadvisor.cards import MEASURED_COLUMNS, WORKLOAD_COLUMNS, load_cards, write_cards
 from profiler import cards
 
-ROOT = CARDS_CSV.parent.parent
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_load_cards_reads_the_shipped_csv_without_torch():
@@ -25,6 +26,17 @@ def test_load_cards_names_missing_columns(tmp_path):
     broken.write_text("model,params\nresnet50,1\n")
     with pytest.raises(ValueError, match="flops_per_sample"):
         load_cards(broken)
+
+
+def test_own_cards_add_to_the_shipped_ones_and_replace_a_namesake(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUADVISOR_HOME", str(tmp_path))
+    shipped = load_cards()
+    mine = {**shipped["resnet50"], "model": "my_net", "params": 7}
+    write_cards([mine, {**shipped["resnet18"], "params": 11}], tmp_path / "model_cards.csv")
+    cards_now = load_cards()
+    assert set(cards_now) == set(shipped) | {"my_net"}
+    assert cards_now["my_net"]["params"] == 7 and cards_now["resnet18"]["params"] == 11
+    assert cards_now["resnet50"] == shipped["resnet50"]
 
 
 def test_every_zoo_model_has_a_card():

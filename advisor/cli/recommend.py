@@ -69,7 +69,8 @@ def recommend(
     explain: bool = typer.Option(
         False, "--explain", help="show scaling, revocation risk and what was cut"),
     artifact: Path | None = typer.Option(
-        None, help="fitted model artifact (default: datasets/model_artifact.json)"),
+        None, help="fitted model artifact (default: model_artifact.json in the user data "
+        "dir, else the shipped one)"),
     catalog: list[Path] | None = typer.Option(
         None, help="catalog CSV to read instead of the shipped ones (repeatable)"),
 ) -> None:
@@ -158,7 +159,8 @@ def _cards():
     try:
         return load_cards()
     except (OSError, ValueError, KeyError) as error:
-        fail(f"cannot read the model cards ({error}); restore datasets/model_cards.csv", 1)
+        fail(f"cannot read the model cards ({error}); fix or remove your own "
+             "model_cards.csv, or reinstall gpu-advisor", 1)
 
 
 def _catalog(files: list[Path] | None):
