@@ -48,8 +48,9 @@ def load_cards(path: Path | None = None) -> dict[str, dict[str, Any]]:
 def _read(path: Path) -> dict[str, dict[str, Any]]:
     with open(path, newline="") as handle:
         rows = list(csv.DictReader(handle))
-    if not rows or set(COLUMNS) - set(rows[0]):
-        raise ValueError(f"{path} lacks columns {sorted(set(COLUMNS) - set(rows[0] if rows else {}))}")
+    missing = set(COLUMNS) - set(rows[0] if rows else ())
+    if missing:
+        raise ValueError(f"{path} lacks columns {sorted(missing)}")
     return {row["model"]: {k: _cell(k, v) for k, v in row.items()} for row in rows}
 
 

@@ -151,7 +151,8 @@ def test_cli_refresh_keeps_other_providers_spot_rows(tmp_path, monkeypatch):
     monkeypatch.setattr(pricing_aws, "_clients", lambda session, regions: clients)
     monkeypatch.setattr(pricing_aws, "INSTANCE_TYPES", TYPES)
     monkeypatch.setenv("GPUADVISOR_HOME", str(tmp_path))
-    result = runner.invoke(app, ["catalog", "refresh", "--provider", "aws", "--region", "us-east-1"])
+    result = runner.invoke(app, ["catalog", "refresh", "--provider", "aws",
+                                 "--region", "us-east-1"])
     assert result.exit_code == 0, result.output
     assert f"wrote {tmp_path / 'catalog_aws.csv'} (" in result.stdout
     rebuilt = cat.load_catalog([tmp_path / "catalog_aws.csv"])
