@@ -161,13 +161,13 @@ def node_lifetimes(artifact, markets) -> dict:
 
 def model_cards() -> dict:
     """The model cards the workloads come from (datasets/model_cards.csv)."""
-    from profiler.cards import load_cards
+    from gpuadvisor.cards import load_cards
 
     try:
         return load_cards()
     except (OSError, ValueError, KeyError) as error:
-        raise AdvisorError(f"cannot read the model cards ({error}); restore "
-                           "datasets/model_cards.csv", exit_code=1) from None
+        raise AdvisorError(f"cannot read the model cards ({error}); fix or remove your own "
+                           "model_cards.csv, or reinstall gpu-advisor", exit_code=1) from None
 
 
 def describe(plans: Plans, row: int) -> dict:

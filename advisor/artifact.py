@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from advisor import physics
+from gpuadvisor import data
 
 SCHEMA_VERSION = 1
-DEFAULT_PATH = Path(__file__).resolve().parent.parent / "datasets" / "model_artifact.json"
 TARGETS = ("throughput", "startup_s", "checkpoint_s", "recovery_s")
 PROVENANCE = ("measured", "interpolated", "extrapolated")  # from best to worst evidence
 
@@ -59,7 +59,7 @@ class NodeLifetime:
 
 
 def load_artifact(path: str | Path | None = None) -> Artifact:
-    return _load(str(Path(path) if path else DEFAULT_PATH))
+    return _load(str(Path(path) if path else data.find("model_artifact.json")))
 
 
 @cache

@@ -80,7 +80,7 @@ def evaluate(store: str | Path, split: str, target: str = "throughput",
              include_published: bool = True, max_train_workers: int | None = None,
              exclude_software: tuple[str, ...] = ()) -> dict:
     """Held-out errors of one split, as a JSON-ready dict."""
-    from profiler.store import Store
+    from gpuadvisor.store import Store
 
     if target not in TARGETS:
         raise EvaluateError(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")

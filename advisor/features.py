@@ -58,7 +58,7 @@ def card_features(card: Mapping[str, Any]) -> dict[str, float | None]:
 def model_features(store_models: Iterable[Mapping[str, Any]] = ()) -> dict[str, dict]:
     """Model name -> card features: zoo cards first, then the store's `models` rows."""
     try:
-        from profiler.cards import load_cards
+        from gpuadvisor.cards import load_cards
         cards = load_cards()
     except (ImportError, FileNotFoundError):
         cards = {}

@@ -332,7 +332,7 @@ def fit_store(path: str | Path, include_published: bool = True,
               exclude_software: tuple[str, ...] = ()) -> tuple[dict, dict]:
     """(artifact document, summary of what was used) from a measurement store."""
     from advisor.survival import fit_lifetimes, load_prior
-    from profiler.store import Store, now_iso
+    from gpuadvisor.store import Store, now_iso
 
     with Store(path) as store:
         features, throughput, measured, skipped = throughput_data(store, include_published,

@@ -2,7 +2,7 @@
 
 Fitted per (provider, GPU, region), then pooled over regions and over GPUs, from the store's
 `lifetimes` table (spot rows only). Where no group has enough revocations the artifact falls
-back to `datasets/lifetime_prior.csv` (documented in datasets/README.md). scipy is imported
+back to the shipped `lifetime_prior.csv` (documented in datasets/README.md). scipy is imported
 lazily: this runs inside `advisor fit`, never on the recommend path.
 """
 
@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-PRIOR_PATH = Path(__file__).resolve().parent.parent / "datasets" / "lifetime_prior.csv"
+from gpuadvisor import data
+
 MIN_EVENTS = 3  # fewer revocations than this say too little about the shape
 
 
@@ -64,10 +65,10 @@ def fit_lifetimes(rows: Iterable[Mapping[str, Any]]) -> list[dict]:
     return fitted
 
 
-def load_prior(path: Path = PRIOR_PATH) -> tuple[list[dict], dict[str, float]]:
+def load_prior(path: Path | None = None) -> tuple[list[dict], dict[str, float]]:
     """(prior rows most specific first, AWS interruption bucket -> Weibull scale_s)."""
     rows, buckets = [], {}
-    with open(path, newline="") as handle:
+    with open(path or data.find("lifetime_prior.csv"), newline="") as handle:
         for row in csv.DictReader(handle):
             if row["interruption_bucket"]:
                 buckets[row["interruption_bucket"]] = float(row["scale_s"])

@@ -32,7 +32,7 @@ from advisor.artifact import load_artifact
 from advisor.evaluate import EvaluateError, evaluate
 from advisor.features import model_features, to_arrays, trial_features
 from advisor.fit import TUNED_PRIORS
-from profiler.store import Store
+from gpuadvisor.store import Store
 
 
 def line(name: str, result: dict) -> str:

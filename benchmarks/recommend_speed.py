@@ -75,7 +75,7 @@ def scoring(count: int, repeats: int):
     from advisor.artifact import load_artifact
     from advisor.optimizer import Constraints, rank_plans
     from advisor.workload import build_workload
-    from profiler.cards import load_cards
+    from gpuadvisor.cards import load_cards
 
     work = build_workload(load_cards(), "resnet50")
     candidates = synthetic_candidates(work, count)

@@ -1,10 +1,11 @@
-"""The GPU instance and price catalog: datasets/catalog_{gcp,aws}.csv and spot_markets.csv.
+"""The GPU instance and price catalog: catalog_{gcp,aws}.csv and spot_markets.csv.
 
 Pure data read with csv + numpy only, because it sits on the `advisor recommend` path: no
 network, no pandas. Prices are USD per node-hour. On GCP a node is a host machine plus
 attached GPUs, billed separately, so both parts are kept (`gpu_price_*`, `host_price_*`)
 and add up to the node price. `advisor catalog refresh` rebuilds the files from the
-providers' pricing APIs (cloud/pricing_gcp.py, cloud/pricing_aws.py).
+providers' pricing APIs (cloud/pricing_gcp.py, cloud/pricing_aws.py) into the user data dir,
+where they are read before the shipped ones (gpuadvisor/data.py).
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ from datetime import date
 from functools import cache
 from pathlib import Path
 
+from gpuadvisor import data
 from gpuadvisor.gpus import gpu_matches
 
-DATASETS = Path(__file__).resolve().parent.parent / "datasets"
-CATALOG_FILES = {"gcp": DATASETS / "catalog_gcp.csv", "aws": DATASETS / "catalog_aws.csv"}
-SPOT_MARKETS_FILE = DATASETS / "spot_markets.csv"
+SPOT_MARKETS = "spot_markets.csv"
 STALE_AFTER_DAYS = 60
 PROVIDERS = ("gcp", "aws")
 INTERCONNECTS = ("PCIe", "NVLink", "NVSwitch")
@@ -216,7 +216,8 @@ def _offering(row: Mapping[str, str], where: str, known_gpus: set[str]) -> Offer
         raise CatalogError(f"{where}: provider {row['provider']!r} is not one of {PROVIDERS}")
     if row["gpu_type"] not in known_gpus:
         raise CatalogError(
-            f"{where}: GPU {row['gpu_type']!r} is not in datasets/gpus.csv; add it there first"
+            f"{where}: GPU {row['gpu_type']!r} is not in gpus.csv; add its row to your own "
+            f"{data.user_dir() / 'gpus.csv'} (a copy of {data.shipped('gpus.csv')})"
         )
     if row["interconnect"] not in INTERCONNECTS:
         raise CatalogError(f"{where}: interconnect must be one of {', '.join(INTERCONNECTS)}")
@@ -254,6 +255,10 @@ def _offering(row: Mapping[str, str], where: str, known_gpus: set[str]) -> Offer
     return offering
 
 
+def catalog_name(provider: str) -> str:
+    return f"catalog_{provider}.csv"
+
+
 def read_offerings(path: Path) -> list[Offering]:
     from cloud.gpus import gpu_specs
 
@@ -281,9 +286,10 @@ def load_catalog(
     include_retired: bool = False,
     today: date | None = None,
 ) -> Catalog:
-    """All offerings of the given files (default: the shipped GCP and AWS catalogs).
+    """All offerings of the given files (default: the GCP and AWS catalogs, each the user's
+    refreshed one if there is one, else the shipped one).
     Warns with StaleCatalogWarning when the prices are older than STALE_AFTER_DAYS."""
-    files = [Path(p) for p in paths] if paths else list(CATALOG_FILES.values())
+    files = [Path(p) for p in paths] if paths else [data.find(catalog_name(p)) for p in PROVIDERS]
     offerings = [o for path in files for o in read_offerings(path)]
     if not include_retired:
         offerings = [o for o in offerings if o.retired is None]
@@ -311,12 +317,13 @@ def price(
     gpu_type: str | None = None,
     gpus_per_node: int | None = None,
 ) -> float | None:
-    """USD per node-hour from the shipped catalog; None when not listed (or no spot price)."""
+    """USD per node-hour from the default catalog; None when not listed (or no spot price)."""
     offering = _default_catalog().find(provider, instance_type, region, gpu_type, gpus_per_node)
     return offering.price(spot) if offering else None
 
 
-def read_spot_markets(path: Path = SPOT_MARKETS_FILE) -> list[dict[str, str]]:
+def read_spot_markets(path: Path | None = None) -> list[dict[str, str]]:
+    path = path or data.find(SPOT_MARKETS)
     try:
         with open(path, newline="") as handle:
             rows = list(csv.DictReader(handle))
@@ -347,7 +354,7 @@ def spot_market(
         wanted["instance_type"] = instance_type
     rows = [r for r in _spot_rows() if all(r[k] in (v, "*") for k, v in wanted.items())]
     if not rows:
-        raise CatalogError(f"no spot market row for {provider}; check {SPOT_MARKETS_FILE}")
+        raise CatalogError(f"no spot market row for {provider}; check {data.find(SPOT_MARKETS)}")
 
     def specificity(row: Mapping[str, str]) -> int:
         return sum(row[k] != "*" for k in ("region", "gpu_type", "instance_type"))

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from gpuadvisor import data
 from gpuadvisor.gpus import gpu_matches
-
-DATASETS = Path(__file__).resolve().parent.parent / "datasets"
 
 
 @dataclass(frozen=True)
@@ -23,8 +22,8 @@ class GpuSpec:
 
 
 @cache
-def gpu_specs(path: Path = DATASETS / "gpus.csv") -> dict[str, GpuSpec]:
-    with open(path, newline="") as handle:
+def gpu_specs(path: Path | None = None) -> dict[str, GpuSpec]:
+    with open(path or data.find("gpus.csv"), newline="") as handle:
         return {
             row["gpu"]: GpuSpec(
                 gpu=row["gpu"],

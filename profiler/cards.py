@@ -1,5 +1,6 @@
 """Model cards: what the advisor needs to know about a model, computed once with torch and
-shipped as `datasets/model_cards.csv` so that the advisor never imports torch.
+shipped as `datasets/model_cards.csv` (read and written by `gpuadvisor/cards.py`) so that the
+advisor never imports torch.
 
 A card is measured on the meta device (shapes only, no memory, no arithmetic): one training
 step of one sample under `FlopCounterMode` (a multiply-add counts as 2 FLOPs) and
@@ -10,27 +11,13 @@ otherwise fall back to the math path, which stores every attention matrix.
 
 from __future__ import annotations
 
-import csv
 from contextlib import contextmanager
 from datetime import date
-from pathlib import Path
-from typing import Any
 
 from profiler import zoo
 
-CARDS_CSV = Path(__file__).resolve().parent.parent / "datasets" / "model_cards.csv"
 SOURCE = ("scripts/build_cards.py: meta device, FlopCounterMode with grouped-conv backward "
           "corrected, memory-efficient attention")
-
-WORKLOAD_COLUMNS = ["model", "family", "task", "dataset", "samples_per_epoch", "epochs",
-                    "image_size", "seq_len", "batch_per_gpu"]
-MEASURED_COLUMNS = ["params", "tensors", "gradient_bytes", "forward_flops_per_sample",
-                    "flops_per_sample", "activation_bytes_per_sample"]
-VERSION_COLUMNS = ["torch_version", "as_of", "source"]  # how a card was made, not what it says
-COLUMNS = WORKLOAD_COLUMNS + MEASURED_COLUMNS + VERSION_COLUMNS
-INT_COLUMNS = {"samples_per_epoch", "epochs", "image_size", "seq_len", "batch_per_gpu", "params",
-               "tensors", "gradient_bytes", "forward_flops_per_sample", "flops_per_sample",
-               "activation_bytes_per_sample"}
 
 
 def conv_backward_flop(grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation,
@@ -141,26 +128,3 @@ def compute_card(name: str, image_size: int | None = None, seq_len: int | None =
     return {**workload, **measure(entry.name, image_size, seq_len),
             "torch_version": torch.__version__.split("+")[0],
             "as_of": date.today().isoformat(), "source": SOURCE}
-
-
-def write_cards(cards: list[dict], path: Path = CARDS_CSV) -> None:
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        for card in cards:
-            writer.writerow({c: "" if card.get(c) is None else card[c] for c in COLUMNS})
-
-
-def load_cards(path: Path = CARDS_CSV) -> dict[str, dict[str, Any]]:
-    """Model name -> card, numbers as int, empty cells as None (csv module only, no torch)."""
-    with open(path, newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    if not rows or set(COLUMNS) - set(rows[0]):
-        raise ValueError(f"{path} lacks columns {sorted(set(COLUMNS) - set(rows[0] if rows else {}))}")
-    return {row["model"]: {k: _cell(k, v) for k, v in row.items()} for row in rows}
-
-
-def _cell(column: str, value: str) -> Any:
-    if value == "":
-        return None
-    return int(value) if column in INT_COLUMNS else value

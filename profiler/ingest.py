@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cloud.provider import ProviderEvent
-from profiler.store import TRIAL_COLUMNS
+from gpuadvisor.store import TRIAL_COLUMNS
 
 CLOCK_TICK_S = 0.03  # a process start time read from /proc may precede its launch by this
 

@@ -23,11 +23,11 @@ from cloud.provider import (
     ProviderError,
     ProviderEvent,
 )
+from gpuadvisor.store import Store, now_iso
 from profiler import ingest
 from profiler.progress import SweepDisplay, trial_phase
 from profiler.revocation import Revoker
 from profiler.spec import SweepSpec, Trial
-from profiler.store import Store, now_iso
 
 POLL_S = 0.5
 EXIT_GRACE_S = 10.0  # how long a finished or dying cluster gets to write its last records
@@ -344,7 +344,7 @@ def _params(model: str) -> int | None:
     """The model card's parameter count; a missing or unreadable card must not cost the
     measurement."""
     try:
-        from profiler.cards import load_cards
+        from gpuadvisor.cards import load_cards
 
         card = load_cards().get(model)
     except (ImportError, OSError, ValueError):

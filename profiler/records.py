@@ -23,7 +23,7 @@ Which record answers which question (for the orchestrator):
   next attempt's `rendezvous` (restart > 0) gives re-rendezvous, its `checkpoint_restore`
   the restore time and `steps_lost`, its `first_step` the first finished step after.
 - a trial's measurements: the `result` record, whose fields are named as the `trials`
-  columns of profiler/store.py so that they copy straight across.
+  columns of gpuadvisor/store.py so that they copy straight across.
 """
 
 from __future__ import annotations

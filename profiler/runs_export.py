@@ -9,7 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from profiler.store import TRIAL_COLUMNS, Store, StoreError
+from gpuadvisor.store import TRIAL_COLUMNS, Store, StoreError
 
 CHILD_TABLES = ("revocations", "startups", "checkpoints")
 FLAT_COLUMNS = ["id", *TRIAL_COLUMNS, "revocation_count"]

@@ -2,7 +2,8 @@
 
 A temporary store receives datasets/measurements/*.json (the local sweeps) and
 datasets/published_throughput.csv through the same importers a user runs; `advisor fit` then
-fits on it. Never reads ../shared/reference: third-party data must not enter the artifact.
+fits on it. Never reads ../shared/reference: third-party data must not enter the artifact,
+nor the user data dir (its own lifetime prior, say) of whoever runs this.
 NVIDIA's figures from the pytorch-20.06 container (its first Ampere release: A100-40GB
 ResNet-50 at half the speed the 21.03 container reaches on the same silicon) are left out
 with `--exclude-software`: the features carry no software version, so they would read as a
@@ -14,32 +15,35 @@ slow GPU.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DATASETS = ROOT / "datasets"
+from gpuadvisor import data
+
+SHIPPED = Path(__file__).resolve().parent.parent / "datasets" / "model_artifact.json"
 SUPERSEDED = "pytorch-20.06"
 
 
 def build(output: Path) -> None:
     advisor = [sys.executable, "-c", "from advisor.cli import main; main()"]
     with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "GPUADVISOR_HOME": tmp}  # empty: only shipped data is read
         store = str(Path(tmp) / "shipped.db")
-        imports = [["data", "import", "published", str(DATASETS / "published_throughput.csv")]]
+        imports = [["data", "import", "published", str(data.shipped("published_throughput.csv"))]]
         imports += [["data", "import", "runs", str(path)]
-                    for path in sorted((DATASETS / "measurements").glob("*.json"))]
+                    for path in sorted(data.shipped("measurements").glob("*.json"))]
         for args in imports:
             subprocess.run(advisor + args + ["--store", store, "--format", "json"], check=True,
-                           stdout=subprocess.DEVNULL)
+                           stdout=subprocess.DEVNULL, env=env)
         subprocess.run(advisor + ["fit", "--store", store, "--output", str(output),
                                   "--exclude-software", SUPERSEDED, "--format", "json"],
-                       check=True, stdout=subprocess.DEVNULL)
+                       check=True, stdout=subprocess.DEVNULL, env=env)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", type=Path, default=DATASETS / "model_artifact.json")
+    parser.add_argument("--output", type=Path, default=SHIPPED)
     build(parser.parse_args().output)

@@ -10,6 +10,15 @@ ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT.parent / "shared" / "reference"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def empty_user_data_dir(tmp_path_factory):
+    """Tests read the shipped data, never the refreshed catalogs or own model cards of whoever
+    runs them (gpuadvisor/data.py reads the user data dir first)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GPUADVISOR_HOME", str(tmp_path_factory.mktemp("gpuadvisor-home")))
+        yield
+
+
 @pytest.fixture
 def reference() -> Path:
     if not REFERENCE.is_dir():

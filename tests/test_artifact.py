@@ -70,7 +70,7 @@ def test_shipped_artifact_is_what_fit_makes_from_the_shipped_data(tmp_path):
 
 
 def test_measured_configurations_answer_with_their_measurements(tmp_path):
-    from profiler.store import Store
+    from gpuadvisor.store import Store
 
     with Store(tmp_path / "m.db") as store:
         store.add_rows("models", [{"model": "net", "params": 10_000_000,

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from fakes.aws import aws, moto_endpoint  # noqa: F401
 
+from gpuadvisor.store import Store
 from profiler.cli import COMMAND_MODULES, app
-from profiler.store import Store
 
 for _name in COMMAND_MODULES:
     __import__(f"profiler.cli.{_name}")

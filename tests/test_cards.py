@@ -1,17 +1,19 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from gpuadvisor.cards import MEASURED_COLUMNS, WORKLOAD_COLUMNS, load_cards, write_cards
 from profiler import cards
 
-ROOT = cards.CARDS_CSV.parent.parent
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_load_cards_reads_the_shipped_csv_without_torch():
     code = ("import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None\n"
-            "from profiler.cards import load_cards\n"
+            "from gpuadvisor.cards import load_cards\n"
             "c = load_cards()['resnet50']\n"
             "print(c['params'], c['image_size'], c['seq_len'], c['dataset'])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -23,13 +25,24 @@ def test_load_cards_names_missing_columns(tmp_path):
     broken = tmp_path / "cards.csv"
     broken.write_text("model,params\nresnet50,1\n")
     with pytest.raises(ValueError, match="flops_per_sample"):
-        cards.load_cards(broken)
+        load_cards(broken)
+
+
+def test_own_cards_add_to_the_shipped_ones_and_replace_a_namesake(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUADVISOR_HOME", str(tmp_path))
+    shipped = load_cards()
+    mine = {**shipped["resnet50"], "model": "my_net", "params": 7}
+    write_cards([mine, {**shipped["resnet18"], "params": 11}], tmp_path / "model_cards.csv")
+    cards_now = load_cards()
+    assert set(cards_now) == set(shipped) | {"my_net"}
+    assert cards_now["my_net"]["params"] == 7 and cards_now["resnet18"]["params"] == 11
+    assert cards_now["resnet50"] == shipped["resnet50"]
 
 
 def test_every_zoo_model_has_a_card():
     from profiler import zoo
 
-    assert set(cards.load_cards()) == set(zoo.names())
+    assert set(load_cards()) == set(zoo.names())
 
 
 torch = pytest.importorskip("torch")
@@ -106,10 +119,10 @@ def test_card_follows_the_input_size(computed):
 
 
 def test_shipped_csv_matches_what_the_code_computes(computed):
-    shipped = cards.load_cards()
+    shipped = load_cards()
     assert set(shipped) == set(computed)
     for name, card in shipped.items():
-        for column in cards.WORKLOAD_COLUMNS + cards.MEASURED_COLUMNS:
+        for column in WORKLOAD_COLUMNS + MEASURED_COLUMNS:
             assert card[column] == computed[name][column], (
                 f"{name}.{column}: shipped {card[column]}, computed {computed[name][column]}; "
                 "run scripts/build_cards.py")
@@ -142,7 +155,7 @@ def test_card_cli_lists_the_zoo():
     result = card_cli("--list", "--format", "csv")
     assert result.exit_code == 0
     assert {line.split(",")[0] for line in result.output.splitlines()[1:]} == set(
-        cards.load_cards())
+        load_cards())
 
 
 @pytest.mark.parametrize("args, message", [

@@ -13,8 +13,13 @@ import advisor.cli.catalog  # noqa: F401  (registers `advisor catalog`)
 from advisor.cli.app import app
 from cloud import catalog as cat
 from cloud.gpus import gpu_specs
+from gpuadvisor import data
 
 FRESH = {"today": date(2024, 6, 2)}  # a day after the shipped prices were read: not stale
+
+
+def shipped(provider):
+    return data.shipped(cat.catalog_name(provider))
 
 
 def load(**kwargs):
@@ -24,7 +29,7 @@ def load(**kwargs):
 def test_shipped_files_load_with_every_field():
     catalog = load(include_retired=True)
     by_provider = {p: [o for o in catalog.offerings if o.provider == p] for p in cat.PROVIDERS}
-    with open(cat.CATALOG_FILES["gcp"]) as gcp, open(cat.CATALOG_FILES["aws"]) as aws:
+    with open(shipped("gcp")) as gcp, open(shipped("aws")) as aws:
         assert len(by_provider["gcp"]) == sum(1 for _ in csv.DictReader(gcp))
         assert len(by_provider["aws"]) == sum(1 for _ in csv.DictReader(aws))
     assert len(by_provider["gcp"]) > 50 and len(by_provider["aws"]) > 30
@@ -144,7 +149,7 @@ def _write(path, rows):
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"gpu_type": "B200"}, "not in datasets/gpus.csv"),
+        ({"gpu_type": "B200"}, "not in gpus.csv; add its row to your own .*gpus.csv"),
         ({"price_on_demand": "cheap"}, "expected a number"),
         ({"as_of": "June 2024"}, "expected YYYY-MM-DD"),
         ({"host_price_on_demand": "9.99"}, "!= price_on_demand"),
@@ -152,7 +157,7 @@ def _write(path, rows):
     ],
 )
 def test_corrupt_rows_are_named(tmp_path, change, message):
-    with open(cat.CATALOG_FILES["gcp"]) as handle:
+    with open(shipped("gcp")) as handle:
         row = next(csv.DictReader(handle))
     path = tmp_path / "catalog.csv"
     _write(path, [{**row, **change}])

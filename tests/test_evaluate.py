@@ -51,7 +51,7 @@ def test_bad_split_is_a_one_line_error(tmp_path):
 
 def test_leave_one_model_out_on_cmdare_beats_the_bound(reference, tmp_path):
     from advisor.importers.cmdare import find_root, import_cmdare
-    from profiler.store import Store
+    from gpuadvisor.store import Store
 
     with Store(tmp_path / "cmdare.db") as store:
         import_cmdare(find_root(reference / "cmdare"), store)
@@ -66,7 +66,7 @@ def test_leave_one_model_out_on_cmdare_beats_the_bound(reference, tmp_path):
 
 def test_excluded_software_is_left_out_and_counted(tmp_path):
     from advisor.importers.published import import_published
-    from profiler.store import Store
+    from gpuadvisor.store import Store
 
     with Store(tmp_path / "p.db") as db:
         import_published(db)

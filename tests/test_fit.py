@@ -13,7 +13,7 @@ from advisor.artifact import load_artifact
 from advisor.features import gpu_features, to_arrays
 from advisor.fit import fit_checkpoint, fit_store
 from advisor.survival import fit_weibull
-from profiler.store import Store
+from gpuadvisor.store import Store
 
 MODELS = {  # name: (params, flops per sample, activation bytes per sample)
     "small": (1e6, 0.5e9, 5e6), "mid": (10e6, 4e9, 40e6), "big": (60e6, 20e9, 120e6),

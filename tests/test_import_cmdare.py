@@ -20,7 +20,7 @@ import pytest
 from advisor.importers import ImportDataError
 from advisor.importers.cmdare import import_cmdare
 from advisor.importers.cmdare_names import canonical_model, parse_run_name
-from profiler.store import Store
+from gpuadvisor.store import Store
 
 EXPECTED = {"trials": 80, "models": 20, "checkpoints": 200, "startups": 100,
             "accuracy_curves": 63}

@@ -1,17 +1,20 @@
-"""datasets/published_throughput.csv: faithful to the reference, zoo names, import."""
+"""The shipped published_throughput.csv: faithful to the reference, zoo names, import."""
 
 import csv
 
 import pytest
 
 from advisor.importers import ImportDataError
-from advisor.importers.published import DEFAULT_FILE, import_published, load_published
+from advisor.importers.published import FILE, import_published, load_published
 from cloud.gpus import gpu_spec
-from profiler.store import Store
+from gpuadvisor import data
+from gpuadvisor.store import Store
+
+SHIPPED = data.shipped(FILE)
 
 
 def _shipped():
-    with open(DEFAULT_FILE, newline="") as handle:
+    with open(SHIPPED, newline="") as handle:
         return list(csv.DictReader(handle))
 
 
@@ -133,7 +136,7 @@ def test_bad_published_file(tmp_path):
     bad.write_text("model,gpu\nresnet50,A100\n")
     with pytest.raises(ImportDataError, match="lacks columns"):
         load_published(bad)
-    rows = DEFAULT_FILE.read_text().splitlines()
+    rows = SHIPPED.read_text().splitlines()
     bad.write_text("\n".join([rows[0], rows[1].replace(",A100-80GB,A100-80GB,", ",Z9,Z9,")]))
     with pytest.raises(ImportDataError, match="line 2: .*unknown GPU 'Z9'"):
         load_published(bad)

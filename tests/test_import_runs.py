@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from advisor.importers import ImportDataError
 from advisor.importers.runs import import_runs
-from profiler.store import Store
+from gpuadvisor.store import Store
 
 CHILD_TABLES = ("revocations", "startups", "checkpoints")
 

@@ -176,7 +176,7 @@ def test_ranking_opens_no_file(monkeypatch):
     from advisor.candidates import Filters, enumerate_candidates
     from advisor.workload import build_workload
     from cloud.catalog import load_catalog
-    from profiler.cards import load_cards
+    from gpuadvisor.cards import load_cards
 
     work = build_workload(load_cards(), "resnet50")
     cands = enumerate_candidates(load_catalog().as_arrays(), work, Filters(max_nodes=2))

@@ -14,7 +14,7 @@ from advisor.features import model_features, trial_features
 from advisor.optimizer import Constraints, rank_plans
 from advisor.workload import build_workload
 from cloud.catalog import load_catalog
-from profiler.cards import load_cards
+from gpuadvisor.cards import load_cards
 
 pytestmark = pytest.mark.filterwarnings("ignore::cloud.catalog.StaleCatalogWarning")
 

@@ -144,16 +144,24 @@ def test_cli_missing_credentials_exit_1_nothing_written(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.filterwarnings("ignore::cloud.catalog.StaleCatalogWarning")  # the shipped GCP prices
 def test_cli_refresh_keeps_other_providers_spot_rows(tmp_path, monkeypatch):
+    """By default the files go to the user data dir, and are read there before the shipped."""
     clients, _ = stubbed_clients()
     monkeypatch.setattr(pricing_aws, "_clients", lambda session, regions: clients)
     monkeypatch.setattr(pricing_aws, "INSTANCE_TYPES", TYPES)
-    result = runner.invoke(app, ["catalog", "refresh", "--provider", "aws", "--region", "us-east-1",
-                                 "--output-dir", str(tmp_path)])
+    monkeypatch.setenv("GPUADVISOR_HOME", str(tmp_path))
+    result = runner.invoke(app, ["catalog", "refresh", "--provider", "aws",
+                                 "--region", "us-east-1"])
     assert result.exit_code == 0, result.output
+    assert f"wrote {tmp_path / 'catalog_aws.csv'} (" in result.stdout
     rebuilt = cat.load_catalog([tmp_path / "catalog_aws.csv"])
     assert sorted(o.instance_type for o in rebuilt.offerings) == list(TYPES)
     with open(tmp_path / "spot_markets.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert [r["provider"] for r in rows] == ["gcp", "aws", "aws", "aws"]
     assert rows[0]["notice_s"] == "30"
+    read = cat.load_catalog()
+    assert sorted(o.instance_type for o in read.offerings if o.provider == "aws") == list(TYPES)
+    assert any(o.provider == "gcp" for o in read.offerings)  # the shipped GCP catalog
+    assert cat.read_spot_markets() == rows

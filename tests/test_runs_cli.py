@@ -5,8 +5,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from gpuadvisor.store import TRIAL_COLUMNS, Store
 from profiler.cli import COMMAND_MODULES, app
-from profiler.store import TRIAL_COLUMNS, Store
 
 for _name in COMMAND_MODULES:  # register every command, as the console script does
     __import__(f"profiler.cli.{_name}")

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from cloud.local import NODE_ID_ENV
-from profiler.store import Store
+from gpuadvisor.store import Store
 
 PROFILER = [sys.executable, "-c", "from profiler.cli import main; main()"]
 TINY = """\

@@ -13,13 +13,13 @@ pytest.importorskip("google.cloud.compute_v1")
 
 from fakes.gcp import fake_gcp
 
+from gpuadvisor.store import Store
 from profiler.ingest import running_event
 from profiler.orchestrator import TrialRun
 from profiler.progress import SweepDisplay
 from profiler.records import Recorder
 from profiler.sink import open_sink
 from profiler.spec import parse_spec
-from profiler.store import Store
 
 SPEC = {"name": "gcpstart", "provider": "gcp", "models": ["resnet18"], "nodes": [2],
         "batch_per_gpu": 8, "instance_types": ["n1-standard-8"], "region": "us-central1",

@@ -11,7 +11,7 @@ from cloud.gpus import gpu_spec, gpu_specs
 from gpuadvisor.gpus import gpu_matches
 from gpuadvisor.vocab import MARKETS, PRECISIONS, VocabError, check_precision, market
 from profiler import worker
-from profiler.cards import load_cards
+from gpuadvisor.cards import load_cards
 from profiler.orchestrator import agent_config
 from profiler.spec import parse_spec
 

@@ -14,7 +14,7 @@ from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit, fail, warn
 from gpuadvisor.vocab import market
 
 catalog_app = typer.Typer(
-    help="The GCP and AWS GPU offerings and their prices (datasets/catalog_*.csv).",
+    help="The GCP and AWS GPU offerings and their prices (catalog_*.csv).",
     no_args_is_help=True,
 )
 app.add_typer(catalog_app, name="catalog")
@@ -99,9 +99,11 @@ def show(
 @catalog_app.command("refresh")
 def refresh(
     provider: str = typer.Option(..., help="gcp or aws"),
-    output_dir: Path = typer.Option(
-        Path(__file__).resolve().parents[2] / "datasets",
-        help="where catalog_<provider>.csv (and spot_markets.csv for aws) are written",
+    output_dir: Optional[Path] = typer.Option(
+        None,
+        help="where catalog_<provider>.csv (and spot_markets.csv for aws) are written "
+        "(default: the user data dir, $GPUADVISOR_HOME or ~/.local/share/gpu-advisor, "
+        "read before the shipped catalog)",
     ),
     region: Optional[list[str]] = typer.Option(
         None, help="regions to price (repeatable); default: the catalog's main regions"
@@ -116,7 +118,8 @@ def refresh(
     Default Credentials (`gcloud auth application-default login`). AWS: the Price List API,
     EC2 spot price history and the Spot Instance Advisor data, credentials from the usual
     boto3 chain (AWS_PROFILE, ...). Files are replaced atomically: a failure leaves the old
-    catalog as it was.
+    catalog as it was. The shipped catalog is never written: what is written to the user
+    data dir is read instead of it from then on.
 
     Examples:
 
@@ -125,9 +128,11 @@ def refresh(
       advisor catalog refresh --provider aws --region us-east-1 --output-dir /tmp/prices
     """
     from cloud.catalog import (
-        COLUMNS, SPOT_COLUMNS, SPOT_MARKETS_FILE, read_spot_markets, write_csv_atomically,
+        COLUMNS, SPOT_COLUMNS, SPOT_MARKETS, catalog_name, read_spot_markets,
+        write_csv_atomically,
     )  # fmt: skip
     from cloud.provider import ProviderError
+    from gpuadvisor import data
 
     if provider not in ("gcp", "aws"):
         fail(f"unknown provider {provider!r}; accepted: gcp, aws")
@@ -149,13 +154,14 @@ def refresh(
         fail(str(error), 1)
     if not offerings:
         fail(f"the {provider} pricing API returned no GPU offering for those regions", 1)
-    target = output_dir / f"catalog_{provider}.csv"
+    output_dir = output_dir or data.user_dir()
+    target = output_dir / catalog_name(provider)
     write_csv_atomically(target, COLUMNS, (o.to_row() for o in offerings))
     written = [f"{target} ({len(offerings)} offerings)"]
     if markets:
-        # Other providers' rows are kept from the file being replaced (or the shipped one).
-        markets_file = output_dir / "spot_markets.csv"
-        previous = markets_file if markets_file.exists() else SPOT_MARKETS_FILE
+        # Other providers' rows are kept from the file being replaced (or the one read now).
+        markets_file = output_dir / SPOT_MARKETS
+        previous = markets_file if markets_file.exists() else None
         kept = [row for row in read_spot_markets(previous) if row["provider"] != provider]
         write_csv_atomically(markets_file, SPOT_COLUMNS, kept + markets)
         written.append(f"{markets_file} ({len(markets)} {provider} markets)")

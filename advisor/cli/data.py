@@ -22,12 +22,12 @@ FORMAT_OPTION = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP)
 CMDARE_PATH = typer.Argument(..., help="CM-DARE's data/processed_data folder (or a clone of "
                              "cake-lab/CM-DARE)")
 RUNS_FILE = typer.Argument(..., help="JSON written by `profiler runs --format json`")
-PUBLISHED_FILE = typer.Argument(None, help="CSV in the form of "
-                                "datasets/published_throughput.csv (default: that file)")
+PUBLISHED_FILE = typer.Argument(None, help="CSV in the form of the shipped "
+                                "published_throughput.csv (default: that file)")
 
 
 def _open(store: Path):
-    from profiler.store import Store, StoreError
+    from gpuadvisor.store import Store, StoreError
 
     try:
         return Store(store)
@@ -139,12 +139,11 @@ def import_published(
         advisor data import published my_figures.csv --store m.db --format json
     """
     from advisor.importers import ImportDataError
-    from advisor.importers.published import DEFAULT_FILE
     from advisor.importers.published import import_published as published_import
 
     with _open(store) as db:
         try:
-            result = published_import(db, file or DEFAULT_FILE)
+            result = published_import(db, file)
         except ImportDataError as exc:
             fail(str(exc))
     _report(result, store, fmt)

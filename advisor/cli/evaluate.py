@@ -46,7 +46,7 @@ def evaluate(
     from advisor.evaluate import EvaluateError
     from advisor.evaluate import evaluate as run
     from advisor.features import FeatureError
-    from profiler.store import StoreError
+    from gpuadvisor.store import StoreError
 
     if not store.is_file():
         fail(f"no measurement store at {store}; import data first, e.g. "

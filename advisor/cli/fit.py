@@ -48,7 +48,7 @@ def fit(
         fail(f"no measurement store at {store}; make one with `profiler sweep` or "
              "`advisor data import ... --store {store}`")
     from advisor.features import FeatureError
-    from profiler.store import StoreError
+    from gpuadvisor.store import StoreError
 
     try:
         doc, info = fit_store(store, include_published=include_published,

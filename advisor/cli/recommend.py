@@ -92,7 +92,8 @@ def recommend(
     explain: bool = typer.Option(
         False, "--explain", help="show scaling, revocation risk and what was cut"),
     artifact: Path | None = typer.Option(
-        None, help="fitted model artifact (default: datasets/model_artifact.json)"),
+        None, help="fitted model artifact (default: model_artifact.json in the user data "
+        "dir, else the shipped one)"),
     catalog: list[Path] | None = typer.Option(
         None, help="catalog CSV to read instead of the shipped ones (repeatable)"),
     schema: bool = typer.Option(

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from profiler.store import TABLES, Store
+from gpuadvisor.store import TABLES, Store
 
 
 # Reference data that must not ship with the repository (CM-DARE's) lies under this directory;

@@ -25,7 +25,7 @@ from typing import Any
 from advisor.importers import ImportDataError, ImportResult, already_imported, fingerprint
 from advisor.importers import cmdare_overheads as overheads
 from advisor.importers import cmdare_speeds as speeds
-from profiler.store import Store
+from gpuadvisor.store import Store
 
 SOURCE = "import:cmdare"
 FOLDERS = ("speed_data", "speed_data_base", "speed_and_cluster_size", "checkpoint",

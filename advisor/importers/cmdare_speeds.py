@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from advisor.importers.cmdare_names import canonical_gpu, canonical_model, parse_run_name
-from profiler.store import now_iso
+from gpuadvisor.store import now_iso
 
 BATCH_PER_WORKER = 128  # Tensor2Tensor resnet_cifar_* and shakeshake_* hparams
 STEADY_FRACTION = 0.9  # warm-up ends at the first sample within 10% of the late median

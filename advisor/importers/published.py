@@ -1,5 +1,5 @@
-"""Import published throughput figures (datasets/published_throughput.csv) as trials with
-source 'published'.
+"""Import published throughput figures (the shipped published_throughput.csv) as trials
+with source 'published'.
 
 These are NVIDIA's figures for optimised NGC containers with DALI input pipelines on one DGX
 node: a prior and a cross-check for modern GPUs, not measurements of this project's workload.
@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from advisor.importers import ImportDataError, ImportResult, already_imported, fingerprint
-from cloud.gpus import DATASETS, gpu_spec
-from profiler.store import Store
+from cloud.gpus import gpu_spec
+from gpuadvisor import data
+from gpuadvisor.store import Store
 
 SOURCE = "published"
-DEFAULT_FILE = DATASETS / "published_throughput.csv"
+FILE = "published_throughput.csv"
 COLUMNS = ("model", "model_as_published", "in_zoo", "framework", "gpu", "gpu_as_published",
            "num_gpus", "precision", "batch_per_gpu", "tokens_per_gpu_batch", "image_size",
            "seq_len", "throughput", "unit", "software", "as_of", "source", "notes")
@@ -76,17 +77,17 @@ def trial_row(row: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def load_published(path: Path = DEFAULT_FILE) -> list[dict[str, Any]]:
-    path = Path(path)
+def load_published(path: Path | None = None) -> list[dict[str, Any]]:
+    path = Path(path) if path else data.find(FILE)
     if not path.is_file():
-        raise ImportDataError(f"{path} is not a file; give a CSV in the form of "
-                              "datasets/published_throughput.csv (or no FILE for that one)")
+        raise ImportDataError(f"{path} is not a file; give a CSV in the form of the shipped "
+                              f"{FILE} (or no FILE for that one)")
     with open(path, newline="") as handle:
         reader = csv.DictReader(handle)
         missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
             raise ImportDataError(f"{path} lacks columns {', '.join(missing)} (the form of "
-                                  "datasets/published_throughput.csv)")
+                                  f"the shipped {FILE})")
         rows = list(reader)
     trials = []
     for line, row in enumerate(rows, start=2):
@@ -97,9 +98,9 @@ def load_published(path: Path = DEFAULT_FILE) -> list[dict[str, Any]]:
     return trials
 
 
-def import_published(store: Store, path: Path = DEFAULT_FILE) -> ImportResult:
+def import_published(store: Store, path: Path | None = None) -> ImportResult:
+    path = Path(path) if path else data.find(FILE)
     trials = load_published(path)
-    path = Path(path)
     result = ImportResult(SOURCE, fingerprint([path], path.parent))
     if already_imported(store, SOURCE, result.fingerprint):
         result.already_imported = True

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.importers import ImportDataError, ImportResult, fingerprint
-from profiler.store import (
+from gpuadvisor.store import (
     CHECKPOINT_COLUMNS,
     JSON_COLUMNS,
     REVOCATION_COLUMNS,

@@ -19,8 +19,9 @@ def card(
     model: str | None = typer.Argument(None, help="zoo model, e.g. resnet50 (see --list)"),
     list_zoo: bool = typer.Option(False, "--list", help="list the zoo with its shipped cards"),
     all_models: bool = typer.Option(False, "--all", help="compute the card of every model"),
-    write: bool = typer.Option(False, "--write", help="with --all: rewrite "
-                               "datasets/model_cards.csv"),
+    write: bool = typer.Option(False, "--write", help="with --all: write them to your own "
+                               "model_cards.csv in the user data dir, read before the "
+                               "shipped cards"),
     image_size: int | None = typer.Option(None, "--image-size", min=16,
                                              help="image models: pixels a side"),
     seq_len: int | None = typer.Option(None, "--seq-len", min=1,
@@ -41,7 +42,7 @@ def card(
 
         profiler card --list
 
-        profiler card --all --write      # regenerate datasets/model_cards.csv
+        profiler card --all --write      # every card into your own model_cards.csv
     """
     from profiler import zoo
 
@@ -66,7 +67,7 @@ def card(
         rows = [{"field": k, "value": _readable(k, v)} for k, v in computed.items()]
         emit(rows, ["field", "value"], fmt, title=f"model card: {entry.name}")
     elif fmt is Format.csv:
-        from profiler.cards import COLUMNS
+        from gpuadvisor.cards import COLUMNS
 
         emit([computed], COLUMNS, fmt)
     else:
@@ -104,25 +105,28 @@ def _readable(key: str, value):
 
 
 def _all(fmt: Format, write: bool) -> None:
-    from profiler import cards, zoo
+    from gpuadvisor import cards, data
+    from profiler import zoo
 
     computed = _compute(zoo.names())
     if write:
-        cards.write_cards(computed)
-        typer.echo(f"wrote {len(computed)} cards to {cards.CARDS_CSV}", err=True)
+        path = data.user_dir() / cards.FILE
+        cards.write_cards(computed, path)
+        typer.echo(f"wrote {len(computed)} cards to {path}", err=True)
     emit(computed, cards.COLUMNS if fmt is not Format.table else
          ["model", "params", "flops_per_sample", "activation_bytes_per_sample"], fmt,
          title="model cards")
 
 
 def _list(fmt: Format) -> None:
+    from gpuadvisor.cards import load_cards
     from profiler import zoo
-    from profiler.cards import load_cards
 
     try:
         shipped = load_cards()
     except (OSError, ValueError) as exc:
-        fail(f"cannot read the model cards ({exc}); run scripts/build_cards.py", 1)
+        fail(f"cannot read the model cards ({exc}); fix or remove your own "
+             "model_cards.csv, or reinstall gpu-advisor", 1)
     rows = []
     for entry in zoo.ZOO.values():
         card = shipped.get(entry.name, {})

@@ -50,8 +50,8 @@ def runs(
 
         profiler runs --store runs.db --format parquet -o trials.parquet
     """
+    from gpuadvisor.store import StoreError
     from profiler.runs_export import exchange_trials, open_existing
-    from profiler.store import StoreError
 
     if fmt is RunsFormat.parquet and output is None:
         fail("parquet is binary: add --output FILE.parquet")

@@ -46,8 +46,8 @@ def sweep(
     """
     from cloud.provider import ProviderError
     from cloud.registry import make_provider
+    from gpuadvisor.store import StoreError
     from profiler.spec import SpecError, load_spec
-    from profiler.store import StoreError
 
     try:
         spec = load_spec(spec_path, {"provider": provider, "results": results,
@@ -60,7 +60,7 @@ def sweep(
         if dry_run:
             _print_dry_run(spec, chosen, results_url, fmt)
             return
-        from profiler.store import Store
+        from gpuadvisor.store import Store
 
         with Store(store) as opened:
             _run(spec, opened, chosen, results_url)

@@ -16,6 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from gpuadvisor.migrations import MIGRATIONS
+
 # Column name -> SQL type, per table. The order is the order of export.
 TRIAL_COLUMNS: dict[str, str] = {
     "trial_key": "TEXT NOT NULL",  # identity of a trial within its sweep, for resume
@@ -130,42 +132,6 @@ LIFETIME_COLUMNS: dict[str, str] = {
     "extra": "TEXT",
 }
 
-TABLES: dict[str, dict[str, str]] = {
-    "trials": TRIAL_COLUMNS,
-    "revocations": REVOCATION_COLUMNS,
-    "startups": STARTUP_COLUMNS,
-    "checkpoints": CHECKPOINT_COLUMNS,
-    "models": MODEL_COLUMNS,
-    "lifetimes": LIFETIME_COLUMNS,
-}
-
-JSON_COLUMNS = {"software", "extra"}
-
-
-def _create_table(name: str, columns: Mapping[str, str]) -> str:
-    body = ",\n  ".join(f"{col} {typ}" for col, typ in columns.items())
-    return f"CREATE TABLE {name} (\n  id INTEGER PRIMARY KEY AUTOINCREMENT,\n  {body}\n);"
-
-
-def _append_only(name: str) -> str:
-    return "\n".join(
-        f"CREATE TRIGGER {name}_no_{op.lower()} BEFORE {op} ON {name} "
-        f"BEGIN SELECT RAISE(ABORT, 'the measurement store is append-only'); END;"
-        for op in ("UPDATE", "DELETE")
-    )
-
-
-# Migration N brings a store from schema version N-1 to N. Append, never edit.
-MIGRATIONS: list[str] = [
-    "\n".join(
-        [_create_table(name, cols) + "\n" + _append_only(name) for name, cols in TABLES.items()]
-        + [
-            "CREATE INDEX trials_by_key ON trials(sweep, trial_key, status);",
-            "CREATE INDEX revocations_by_trial ON revocations(trial_id);",
-        ]
-    ),
-]
-
 # Accuracy against training step, e.g. CM-DARE's runs where the chief worker is revoked at
 # `revoked_at_step` and rejoins (event 'chief_rejoin'), and their baselines (event 'baseline').
 ACCURACY_COLUMNS: dict[str, str] = {
@@ -181,10 +147,19 @@ ACCURACY_COLUMNS: dict[str, str] = {
     "source": "TEXT NOT NULL",
     "extra": "TEXT",
 }
-TABLES["accuracy_curves"] = ACCURACY_COLUMNS
-MIGRATIONS.append(
-    _create_table("accuracy_curves", ACCURACY_COLUMNS) + "\n" + _append_only("accuracy_curves")
-)
+
+# What readers and writers use; gpuadvisor/migrations.py builds it (a test checks they agree).
+TABLES: dict[str, dict[str, str]] = {
+    "trials": TRIAL_COLUMNS,
+    "revocations": REVOCATION_COLUMNS,
+    "startups": STARTUP_COLUMNS,
+    "checkpoints": CHECKPOINT_COLUMNS,
+    "models": MODEL_COLUMNS,
+    "lifetimes": LIFETIME_COLUMNS,
+    "accuracy_curves": ACCURACY_COLUMNS,
+}
+
+JSON_COLUMNS = {"software", "extra"}
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
