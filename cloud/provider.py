@@ -53,6 +53,11 @@ class CredentialsError(ProviderError):
     """No usable credentials were found."""
 
 
+class SinkError(ProviderError):
+    """A results sink (cloud/sinks.py) that cannot be used: a bad URL, a missing bucket, no
+    access to it; the message names the fix."""
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     """What to launch for one trial."""

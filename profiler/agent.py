@@ -48,9 +48,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cloud.provider import ProviderError
+from cloud.sinks import open_sink
+from gpuadvisor.records import Recorder
 from profiler.agent_watchers import WatcherError, get_watcher
-from profiler.records import Recorder, boot_time, process_start_time
-from profiler.sink import SinkError, open_sink
+from profiler.clock import boot_time, process_start_time
 from profiler.worker import ConfigError, WorkerConfig, first_problem, read_config
 
 # Without it, restarts after a lost node hang or fail over gloo (pytorch issue 135712).
@@ -214,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config)
         get_watcher(config.provider)  # fail before starting anything
         return run(config, started_at)
-    except (ConfigError, SinkError, WatcherError) as exc:
+    except (ConfigError, ProviderError, WatcherError) as exc:  # SinkError is a ProviderError
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

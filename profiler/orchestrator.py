@@ -189,7 +189,7 @@ class TrialRun:
 
     def __init__(self, spec: SweepSpec, trial: Trial, provider: Provider, results: str,
                  display: SweepDisplay):
-        from profiler.sink import open_sink
+        from cloud.sinks import open_sink
 
         self.spec, self.trial, self.provider, self.display = spec, trial, provider, display
         self.cluster = cluster_spec(spec, trial, provider.name, results)

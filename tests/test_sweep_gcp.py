@@ -13,11 +13,11 @@ pytest.importorskip("google.cloud.compute_v1")
 
 from fakes.gcp import fake_gcp
 
+from cloud.sinks import open_sink
+from gpuadvisor.records import Recorder
 from profiler.ingest import running_event
 from profiler.orchestrator import TrialRun
 from profiler.progress import SweepDisplay
-from profiler.records import Recorder
-from profiler.sink import open_sink
 from profiler.spec import parse_spec
 from profiler.store import Store
 
