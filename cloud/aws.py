@@ -4,7 +4,7 @@ Nodes boot the Deep Learning AMI named by an SSM public parameter; user-data
 (cloud/bootstrap.py) starts the node agent and arms a shutdown timer, and every way an
 instance can stop ends in termination (InstanceInitiatedShutdownBehavior, spot interruption
 behaviour, volumes deleted on termination), so nothing outlives its trial for long. The
-2-minute interruption notice is read on the node from IMDSv2 (cloud/metadata.py).
+2-minute interruption notice is read on the node from IMDSv2 (profiler/watcher_aws.py).
 """
 
 from __future__ import annotations
