@@ -6,9 +6,10 @@ It records `agent_start`, starts torchrun with the training worker (profiler/wor
 child in its own process group, runs the provider's revocation-notice watcher
 (profiler/agent_watchers.py; profiler/watcher_gcp.py, watcher_aws.py), which on a notice
 records it and sends SIGUSR1 to the workers (rank 0 then checkpoints at once), waits,
-records `agent_exit` and exits with torchrun's code. It takes its children with it: torchrun gets SIGKILL from the kernel when the agent dies
-(PR_SET_PDEATHSIG), and each worker when torchrun dies, so killing the agent's process group,
-even with SIGKILL, leaves nothing running. SIGTERM or SIGINT to the agent stop the run.
+records `agent_exit` and exits with torchrun's code. It takes its children with it:
+torchrun gets SIGKILL from the kernel when the agent dies (PR_SET_PDEATHSIG), and each
+worker when torchrun dies, so killing the agent's process group, even with SIGKILL, leaves
+nothing running. SIGTERM or SIGINT to the agent stop the run.
 
 agent.json (AgentConfig; keys not listed are ignored, so providers may add their own):
 
