@@ -13,6 +13,7 @@ import re
 import time
 from typing import Any
 
+from cloud.adaptors import aws
 from cloud.bootstrap import check_no_credentials, startup_script
 from cloud.provider import (
     NODE_LABEL,
@@ -20,14 +21,13 @@ from cloud.provider import (
     TRIAL_LABEL,
     CapacityError,
     ClusterSpec,
-    CredentialsError,
     Node,
     NodeState,
+    NotFoundError,
     PlannedRequest,
     Provider,
     ProviderError,
     ProviderEvent,
-    QuotaError,
     cluster_name,
 )
 
@@ -36,9 +36,6 @@ DEFAULT_AMI_PARAMETER = (
 )
 DEFAULT_REGION = "us-east-1"
 NAME_PREFIX = "gpuadv-"
-CAPACITY_CODES = {"InsufficientInstanceCapacity", "InsufficientCapacity", "Unsupported"}
-QUOTA_CODES = {"VcpuLimitExceeded", "InstanceLimitExceeded", "MaxSpotInstanceCountExceeded"}
-AUTH_CODES = {"AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId"}
 SPOT_INTERRUPTED = "Server.SpotInstanceTermination"
 LIVE = ["pending", "running", "stopping", "stopped", "shutting-down"]
 STATES = {
@@ -53,10 +50,6 @@ STATES = {
 
 def instance_name(cluster: str, node: int) -> str:
     return f"{NAME_PREFIX}{cluster}-{node}"
-
-
-def _code(exc: Exception) -> str:
-    return getattr(exc, "response", {}).get("Error", {}).get("Code", "")
 
 
 class AwsProvider(Provider):
@@ -81,42 +74,16 @@ class AwsProvider(Provider):
 
     def _clients(self):
         if self._ec2 is None or self._ssm is None:
-            try:
-                import boto3
-            except ImportError:
-                raise ProviderError("the aws provider needs boto3; pip install 'gpu-advisor[aws]'") from None
-            session = boto3.session.Session(region_name=self.region)
-            if session.get_credentials() is None:
-                raise CredentialsError(
-                    "no AWS credentials found; run `aws configure` (or `aws sso login`), or set "
-                    "AWS_PROFILE / AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
-                )
+            session = aws.session("EC2", self.region)
             region = session.region_name or DEFAULT_REGION
-            self._ec2 = self._ec2 or session.client("ec2", region_name=region)
-            self._ssm = self._ssm or session.client("ssm", region_name=region)
+            self._ec2 = self._ec2 or aws.make_client("ec2", region, session=session)
+            self._ssm = self._ssm or aws.make_client("ssm", region, session=session)
         return self._ec2, self._ssm
 
     def _call(self, what: str, method, **kwargs) -> dict:
-        """One EC2/SSM call with AWS's error codes turned into the provider's errors."""
-        from botocore.exceptions import ClientError, NoCredentialsError
-
-        try:
+        """One EC2/SSM call, its errors translated by the adaptor."""
+        with aws.errors(what):
             return method(**kwargs)
-        except NoCredentialsError:
-            raise CredentialsError(
-                "no AWS credentials found; run `aws configure` or set AWS_PROFILE"
-            ) from None
-        except ClientError as exc:
-            code, message = _code(exc), exc.response["Error"].get("Message", "")
-            if code in CAPACITY_CODES:
-                raise CapacityError(f"{code}: {message}") from None
-            if code in QUOTA_CODES:
-                raise QuotaError(
-                    f"{code}: {message}; request a limit increase in Service Quotas (EC2)"
-                ) from None
-            if code in AUTH_CODES:
-                raise CredentialsError(f"AWS refused the credentials for {what}: {message}") from None
-            raise ProviderError(f"{what} failed: {code}: {message}") from None
 
     # -- requests -------------------------------------------------------------------------
 
@@ -302,15 +269,12 @@ class AwsProvider(Provider):
         ec2, _ = self._clients()
         try:
             self._call("ec2.TerminateInstances", ec2.terminate_instances, InstanceIds=ids)
-        except ProviderError as exc:
-            if "InvalidInstanceID" not in str(exc):
-                raise
+        except NotFoundError:
             for one in ids:  # one id is unknown (gone long ago): terminate the rest singly
                 try:
                     self._call("ec2.TerminateInstances", ec2.terminate_instances, InstanceIds=[one])
-                except ProviderError as single:
-                    if "InvalidInstanceID" not in str(single):
-                        raise
+                except NotFoundError:
+                    pass
 
     def revoke(self, node: Node) -> None:
         """EC2 offers no interruption API outside AWS FIS: the node is terminated at once,

@@ -20,6 +20,7 @@ import time
 from datetime import datetime
 from typing import Any
 
+from cloud.adaptors import gcp
 from cloud.bootstrap import check_no_credentials, startup_script
 from cloud.provider import (
     NODE_LABEL,
@@ -27,9 +28,11 @@ from cloud.provider import (
     TRIAL_LABEL,
     CapacityError,
     ClusterSpec,
+    ConflictError,
     CredentialsError,
     Node,
     NodeState,
+    NotFoundError,
     PlannedRequest,
     Provider,
     ProviderError,
@@ -45,7 +48,6 @@ DEFAULT_ZONES = ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1
 NAME_PREFIX = "gpuadv-"
 # 63 characters at most: prefix, cluster stem, "-<node>-r<generation>" (up to 12 characters).
 STEM_CHARS = 44
-STOCKOUT_CODES = ("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
 PREEMPTED_OPERATION = "compute.instances.preempted"
 # GPUs attached to N1 machines as guest accelerators.
 N1_ACCELERATORS = {
@@ -65,16 +67,6 @@ STATES = {
     "SUSPENDED": NodeState.TERMINATED,
     "TERMINATED": NodeState.TERMINATED,
 }
-
-
-def _compute():
-    try:
-        from google.cloud import compute_v1
-    except ImportError:
-        raise ProviderError(
-            "the gcp provider needs google-cloud-compute; pip install 'gpu-advisor[gcp]'"
-        ) from None
-    return compute_v1
 
 
 def built_in_gpus(machine_type: str) -> tuple[str, int] | None:
@@ -146,10 +138,6 @@ def _timestamp(text: str) -> float | None:
     return datetime.fromisoformat(text).timestamp() if text else None
 
 
-def _error_codes(operation) -> list[str]:
-    return [e.code for e in operation.error.errors] if operation.error else []
-
-
 class GcpProvider(Provider):
     name = "gcp"
 
@@ -176,20 +164,8 @@ class GcpProvider(Provider):
 
     def _clients(self):
         if self._instances is None or self._operations is None:
-            compute_v1 = _compute()
-            import google.auth
-            from google.auth.exceptions import DefaultCredentialsError
-
-            try:
-                credentials, default_project = google.auth.default()
-            except DefaultCredentialsError:
-                raise CredentialsError(
-                    "no Google credentials found; run `gcloud auth application-default login` "
-                    "or set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file"
-                ) from None
+            self._instances, self._operations, default_project = gcp.compute_clients()
             self.project = self.project or default_project
-            self._instances = compute_v1.InstancesClient(credentials=credentials)
-            self._operations = compute_v1.ZoneOperationsClient(credentials=credentials)
         if not self.project:
             raise ProviderError("no GCP project; pass --project or set GOOGLE_CLOUD_PROJECT")
         return self._instances, self._operations
@@ -205,7 +181,7 @@ class GcpProvider(Provider):
     def instance_body(self, spec: ClusterSpec, node: int, zone: str, rendezvous: str | None,
                       *, name: str | None = None, address: str | None = None):
         """The insert body; `address` asks for that internal address (a replaced node 0's)."""
-        compute_v1 = _compute()
+        compute_v1 = gcp.compute()
         script = startup_script(
             spec, node, provider=self.name, rendezvous_host=rendezvous, install=self._install,
             launched_at=self._clock(),
@@ -262,7 +238,7 @@ class GcpProvider(Provider):
         )
 
     def plan(self, spec: ClusterSpec) -> list[PlannedRequest]:
-        compute_v1 = _compute()
+        compute_v1 = gcp.compute()
         zone = self._zones(spec)[0]
         return [
             PlannedRequest(
@@ -357,21 +333,19 @@ class GcpProvider(Provider):
 
     def _insert(self, spec: ClusterSpec, index: int, zone: str, rendezvous: str | None,
                 name: str, address: str | None = None) -> Node:
-        from google.api_core import exceptions
-
         instances, _ = self._clients()
         body = self.instance_body(spec, index, zone, rendezvous, name=name, address=address)
         launched_at = self._clock()
         try:
-            operation = instances.insert_unary(
-                project=self.project, zone=zone, instance_resource=body
-            )
+            with gcp.errors(zone):
+                operation = instances.insert_unary(
+                    project=self.project, zone=zone, instance_resource=body
+                )
             self._wait(operation, zone)
-        except exceptions.Conflict:
+        except ConflictError:
             pass  # it exists already: launch is idempotent
-        except exceptions.GoogleAPICallError as exc:
-            raise self._api_error(exc, spec, zone) from None
-        found = instances.get(project=self.project, zone=zone, instance=name)
+        with gcp.errors(f"reading {name} in {zone}"):
+            found = instances.get(project=self.project, zone=zone, instance=name)
         self._seen.setdefault(name, {}).setdefault(found.status, self._clock())
         node = self._node(spec, index, found, launched_at)
         self._launched[name] = node
@@ -396,43 +370,23 @@ class GcpProvider(Provider):
 
     def _wait(self, operation, zone: str) -> None:
         """Wait for a zone operation; raise the provider error its error codes mean."""
-        compute_v1 = _compute()
+        done = gcp.compute().Operation.Status.DONE
         _, operations = self._clients()
-        while operation.status != compute_v1.Operation.Status.DONE:
-            operation = operations.wait(project=self.project, zone=zone, operation=operation.name)
-        codes = _error_codes(operation)
-        messages = "; ".join(e.message for e in operation.error.errors) if codes else ""
-        if any(code in STOCKOUT_CODES for code in codes):
-            raise CapacityError(f"{zone} is out of stock")
-        if "QUOTA_EXCEEDED" in codes:
-            raise QuotaError(f"{messages}; request a quota increase in the GCP console")
-        if codes:
-            raise ProviderError(f"GCP refused the request in {zone}: {messages}")
-
-    def _api_error(self, exc, spec: ClusterSpec, zone: str) -> ProviderError:
-        text = str(exc)
-        if "QUOTA" in text.upper():
-            return QuotaError(
-                f"GCP quota does not allow {spec.instance_type} in {zone}: {exc.message}; "
-                "request a quota increase in the GCP console (IAM & Admin > Quotas)"
-            )
-        if any(code in text for code in STOCKOUT_CODES):
-            return CapacityError(f"{zone} is out of stock")
-        if exc.code in (401, 403):
-            return CredentialsError(f"GCP denied access ({exc.message}); check the credentials")
-        return ProviderError(f"GCP error in {zone}: {exc.message}")
+        while operation.status != done:
+            with gcp.errors(f"waiting for {operation.name} in {zone}"):
+                operation = operations.wait(project=self.project, zone=zone,
+                                            operation=operation.name)
+        error = gcp.operation_error(operation, zone)
+        if error is not None:
+            raise error
 
     # -- observe --------------------------------------------------------------------------
 
     def _find(self, filter_: str) -> list[Any]:
         instances, _ = self._clients()
-        found = []
-        pages = instances.aggregated_list(
-            request={"project": self.project, "filter": filter_}
-        )
-        for _, scoped in pages:
-            found.extend(scoped.instances)
-        return found
+        with gcp.errors(f"listing the instances of {self.project}"):  # pages load as iterated
+            pages = instances.aggregated_list(request={"project": self.project, "filter": filter_})
+            return [i for _, scoped in pages for i in scoped.instances]
 
     def _cluster_instances(self, cluster: str) -> list[Any]:
         return self._find(f'name eq "{_name_pattern(cluster)}"')
@@ -490,7 +444,9 @@ class GcpProvider(Provider):
         for zone in sorted(zones):
             query = {"project": self.project, "zone": zone,
                      "filter": f'operationType="{PREEMPTED_OPERATION}"'}
-            for op in operations.list(request=query):
+            with gcp.errors(f"listing the operations of {zone}"):
+                found = list(operations.list(request=query))
+            for op in found:
                 node = op.target_link.rsplit("/", 1)[-1]
                 if node in names and self._first(node, "preempted"):
                     at = _timestamp(op.insert_time) or self._clock()
@@ -500,28 +456,28 @@ class GcpProvider(Provider):
     # -- end ------------------------------------------------------------------------------
 
     def terminate(self, nodes: list[Node]) -> None:
-        from google.api_core import exceptions
-
         instances, _ = self._clients()
         pending = []
         for node in nodes:
             try:
-                op = instances.delete_unary(project=self.project, zone=node.zone, instance=node.id)
+                with gcp.errors(f"deleting {node.id} in {node.zone}"):
+                    op = instances.delete_unary(project=self.project, zone=node.zone,
+                                                instance=node.id)
                 pending.append((op, node.zone))
-            except exceptions.NotFound:
+            except NotFoundError:
                 continue  # gone already
         for op, zone in pending:
             try:
                 self._wait(op, zone)
-            except ProviderError as exc:
-                if "not found" not in str(exc).lower():
-                    raise
+            except NotFoundError:
+                pass
 
     def revoke(self, node: Node) -> None:
         instances, _ = self._clients()
-        op = instances.simulate_maintenance_event_unary(
-            project=self.project, zone=node.zone, instance=node.id
-        )
+        with gcp.errors(f"simulating a maintenance event on {node.id}"):
+            op = instances.simulate_maintenance_event_unary(
+                project=self.project, zone=node.zone, instance=node.id
+            )
         self._wait(op, node.zone)
 
     def leftovers(self, older_than_s: float | None = None) -> list[Node]:

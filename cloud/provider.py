@@ -53,6 +53,14 @@ class CredentialsError(ProviderError):
     """No usable credentials were found."""
 
 
+class NotFoundError(ProviderError):
+    """The resource a call names does not exist (any more)."""
+
+
+class ConflictError(ProviderError):
+    """The resource a call would create exists already."""
+
+
 class SinkError(ProviderError):
     """A results sink (cloud/sinks.py) that cannot be used: a bad URL, a missing bucket, no
     access to it; the message names the fix."""

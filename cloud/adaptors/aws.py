@@ -1,5 +1,5 @@
-"""The boto3 adaptor: the one place that imports boto3/botocore, translates their errors and
-holds the s3:// bucket client."""
+"""The boto3 adaptor: the one place that imports boto3/botocore, finds the credentials, makes
+the clients, translates the errors, and holds the s3:// bucket client."""
 
 from __future__ import annotations
 
@@ -7,7 +7,14 @@ from contextlib import AbstractContextManager
 from types import ModuleType
 
 from cloud.adaptors import load, translated
-from cloud.provider import CapacityError, CredentialsError, ProviderError, QuotaError, SinkError
+from cloud.provider import (
+    CapacityError,
+    CredentialsError,
+    NotFoundError,
+    ProviderError,
+    QuotaError,
+    SinkError,
+)
 
 EXTRA = "aws"
 LOGIN = ("run `aws configure` (or `aws sso login`), or set AWS_PROFILE / AWS_ACCESS_KEY_ID "
@@ -17,12 +24,26 @@ QUOTA_CODES = {"VcpuLimitExceeded", "InstanceLimitExceeded", "MaxSpotInstanceCou
 AUTH_CODES = {"AuthFailure", "InvalidClientTokenId", "ExpiredToken", "SignatureDoesNotMatch",
               "UnrecognizedClientException"}
 DENIED_CODES = {"UnauthorizedOperation", "AccessDenied", "AccessDeniedException"}
-NOT_FOUND_CODES = {"NoSuchBucket", "NoSuchKey", "ParameterNotFound", "InvalidAMIID.NotFound"}
 
 
 def sdk(module: str) -> ModuleType:
     """A boto3/botocore module, imported on first use."""
     return load(module, EXTRA)
+
+
+def session(what: str, region: str | None = None):
+    """A boto3 session with credentials from the usual chain (AWS_PROFILE, ...)."""
+    found = sdk("boto3").session.Session(region_name=region)
+    if found.get_credentials() is None:
+        raise CredentialsError(f"no AWS credentials found for {what}; {LOGIN}")
+    return found
+
+
+def make_client(service: str, region: str | None = None, *, session=None, **config):
+    """A client of `service` (from `session`, or boto3's default chain); `config` adds
+    botocore Config settings."""
+    session = session or sdk("boto3").session.Session()
+    return session.client(service, region_name=region, config=sdk("botocore.config").Config(**config))
 
 
 def errors(what: str, **context) -> AbstractContextManager[None]:
@@ -61,8 +82,8 @@ def _explain(info: dict, what: str, missing: str | None):
     if code in DENIED_CODES:
         return CredentialsError, (f"{what}: {code}: {message}; grant the IAM permission it "
                                   "names, or use other credentials")
-    if code in NOT_FOUND_CODES and missing:
-        return ProviderError, f"{what}: {missing}"
+    if code.endswith(".NotFound") or code.startswith("NoSuch") or code == "ParameterNotFound":
+        return NotFoundError, f"{what}: {missing}" if missing else f"{what} failed: {code}: {message}"
     return ProviderError, f"{what} failed: {code}: {message}"
 
 
@@ -71,7 +92,7 @@ class S3Bucket:
 
     def __init__(self, name: str, client=None):
         self.name, self.url = name, f"s3://{name}"
-        self._client = client or sdk("boto3").client("s3")
+        self._client = client or make_client("s3")
 
     def _errors(self):
         return errors(self.url, kind=SinkError,

@@ -1,5 +1,6 @@
 """The google-cloud adaptor (google-cloud-compute, google-cloud-storage, google-auth): the
-one place that imports them, translates their errors and holds the gs:// bucket client."""
+one place that imports them, finds the credentials, makes the clients, translates the
+errors, and holds the gs:// bucket client and the JSON GET of the billing API."""
 
 from __future__ import annotations
 
@@ -7,10 +8,20 @@ from contextlib import AbstractContextManager
 from types import ModuleType
 
 from cloud.adaptors import load, translated
-from cloud.provider import CapacityError, CredentialsError, ProviderError, QuotaError, SinkError
+from cloud.provider import (
+    CapacityError,
+    ConflictError,
+    CredentialsError,
+    NotFoundError,
+    ProviderError,
+    QuotaError,
+    SinkError,
+)
 
 EXTRA = "gcp"
 STOCKOUT_CODES = ("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
+# Operation error codes that mean what an HTTP status means, for one translation of both.
+OPERATION_STATUS = {"RESOURCE_NOT_FOUND": 404, "RESOURCE_ALREADY_EXISTS": 409}
 LOGIN = ("run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS "
          "to a service-account key file (a node uses its service account)")
 
@@ -18,6 +29,49 @@ LOGIN = ("run `gcloud auth application-default login` or set GOOGLE_APPLICATION_
 def sdk(module: str) -> ModuleType:
     """A google-cloud module, imported on first use."""
     return load(module, EXTRA)
+
+
+def compute() -> ModuleType:
+    """google.cloud.compute_v1."""
+    return sdk("google.cloud.compute_v1")
+
+
+def credentials(what: str, scopes: list[str] | None = None):
+    """(credentials, their default project or None): Application Default Credentials."""
+    auth = sdk("google.auth")
+    with errors(what):
+        return auth.default(scopes=scopes)
+
+
+def compute_clients():
+    """(InstancesClient, ZoneOperationsClient, the credentials' default project)."""
+    found, project = credentials("Compute Engine")
+    compute_v1 = compute()
+    return (compute_v1.InstancesClient(credentials=found),
+            compute_v1.ZoneOperationsClient(credentials=found), project)
+
+
+def authorized_session(what: str, scopes: list[str]):
+    """A requests session that carries Application Default Credentials."""
+    found, _ = credentials(what, scopes)
+    return sdk("google.auth.transport.requests").AuthorizedSession(found)
+
+
+def get_json(session, url: str, params: dict, what: str) -> dict:
+    """One GET of a Google JSON API; an error status is translated as an SDK error is."""
+    with errors(what):
+        response = session.get(url, params=params, timeout=60)
+        if response.status_code != 200:
+            raise sdk("google.api_core.exceptions").from_http_status(
+                response.status_code, _error_message(response))
+        return response.json()
+
+
+def _error_message(response) -> str:
+    try:
+        return response.json()["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        return response.text[:200]
 
 
 def errors(what: str, **context) -> AbstractContextManager[None]:
@@ -46,6 +100,18 @@ def translate(exc: Exception, what: str, *, missing: str | None = None,
     return (kind or error)(text)
 
 
+def operation_error(operation, what: str) -> ProviderError | None:
+    """The error a finished Compute operation ended with (None if it succeeded), translated
+    as translate() does."""
+    if not operation.error:
+        return None
+    codes = [e.code for e in operation.error.errors]
+    status = next((OPERATION_STATUS[c] for c in codes if c in OPERATION_STATUS), None)
+    message = "; ".join(e.message for e in operation.error.errors)
+    error, text = _explain(status, f"{', '.join(codes)}: {message}", what, None)
+    return error(text)
+
+
 def _explain(code: int | None, message: str, what: str, missing: str | None):
     if any(c in message for c in STOCKOUT_CODES):
         return CapacityError, f"{what} is out of stock"
@@ -56,7 +122,9 @@ def _explain(code: int | None, message: str, what: str, missing: str | None):
         return CredentialsError, (f"{what}: HTTP 403: {message}; enable the API and grant the "
                                   "account the IAM role it needs, or use other credentials")
     if code == 404:
-        return ProviderError, f"{what}: {missing or f'not found ({message})'}"
+        return NotFoundError, f"{what}: {missing or f'not found ({message})'}"
+    if code == 409:
+        return ConflictError, f"{what}: exists already ({message})"
     return ProviderError, f"{what}: " + (f"HTTP {code}: " if code else "") + message
 
 
