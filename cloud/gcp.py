@@ -339,13 +339,14 @@ class GcpProvider(Provider):
         try:
             with gcp.errors(zone):
                 operation = instances.insert_unary(
-                    project=self.project, zone=zone, instance_resource=body
+                    project=self.project, zone=zone, instance_resource=body, **gcp.call_options()
                 )
             self._wait(operation, zone)
         except ConflictError:
             pass  # it exists already: launch is idempotent
         with gcp.errors(f"reading {name} in {zone}"):
-            found = instances.get(project=self.project, zone=zone, instance=name)
+            found = instances.get(project=self.project, zone=zone, instance=name,
+                                  **gcp.call_options())
         self._seen.setdefault(name, {}).setdefault(found.status, self._clock())
         node = self._node(spec, index, found, launched_at)
         self._launched[name] = node
@@ -369,13 +370,23 @@ class GcpProvider(Provider):
         )
 
     def _wait(self, operation, zone: str) -> None:
-        """Wait for a zone operation; raise the provider error its error codes mean."""
+        """Wait for a zone operation, at most gcp.SETTINGS.operation_deadline_s; raise the
+        provider error its error codes mean."""
         done = gcp.compute().Operation.Status.DONE
         _, operations = self._clients()
+        deadline_s = gcp.SETTINGS.operation_deadline_s
+        give_up = time.monotonic() + deadline_s
         while operation.status != done:
+            if time.monotonic() >= give_up:
+                raise ProviderError(
+                    f"GCP operation {operation.name} in {zone} is not done after "
+                    f"{deadline_s:g}s; look at it with `gcloud compute operations describe "
+                    f"{operation.name} --zone {zone}` and re-run (launch and terminate are "
+                    "idempotent)")
             with gcp.errors(f"waiting for {operation.name} in {zone}"):
                 operation = operations.wait(project=self.project, zone=zone,
-                                            operation=operation.name)
+                                            operation=operation.name,
+                                            **gcp.call_options(gcp.SETTINGS.wait_timeout_s))
         error = gcp.operation_error(operation, zone)
         if error is not None:
             raise error
@@ -385,7 +396,8 @@ class GcpProvider(Provider):
     def _find(self, filter_: str) -> list[Any]:
         instances, _ = self._clients()
         with gcp.errors(f"listing the instances of {self.project}"):  # pages load as iterated
-            pages = instances.aggregated_list(request={"project": self.project, "filter": filter_})
+            pages = instances.aggregated_list(request={"project": self.project, "filter": filter_},
+                                              **gcp.call_options())
             return [i for _, scoped in pages for i in scoped.instances]
 
     def _cluster_instances(self, cluster: str) -> list[Any]:
@@ -445,7 +457,7 @@ class GcpProvider(Provider):
             query = {"project": self.project, "zone": zone,
                      "filter": f'operationType="{PREEMPTED_OPERATION}"'}
             with gcp.errors(f"listing the operations of {zone}"):
-                found = list(operations.list(request=query))
+                found = list(operations.list(request=query, **gcp.call_options()))
             for op in found:
                 node = op.target_link.rsplit("/", 1)[-1]
                 if node in names and self._first(node, "preempted"):
@@ -462,7 +474,7 @@ class GcpProvider(Provider):
             try:
                 with gcp.errors(f"deleting {node.id} in {node.zone}"):
                     op = instances.delete_unary(project=self.project, zone=node.zone,
-                                                instance=node.id)
+                                                instance=node.id, **gcp.call_options())
                 pending.append((op, node.zone))
             except NotFoundError:
                 continue  # gone already
@@ -476,7 +488,7 @@ class GcpProvider(Provider):
         instances, _ = self._clients()
         with gcp.errors(f"simulating a maintenance event on {node.id}"):
             op = instances.simulate_maintenance_event_unary(
-                project=self.project, zone=node.zone, instance=node.id
+                project=self.project, zone=node.zone, instance=node.id, **gcp.call_options()
             )
         self._wait(op, node.zone)
 

@@ -42,6 +42,7 @@ AGENT_COMMAND = (sys.executable, "-m", "profiler.agent")
 class LocalProvider(Provider):
     name = "local"
     unsupported = frozenset({FEATURE_SPOT, FEATURE_REVOCATION_NOTICE})
+    poll_interval_s = 0.5  # a look is a few system calls: local sweeps stay quick
 
     def __init__(
         self,

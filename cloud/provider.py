@@ -137,6 +137,10 @@ class PlannedRequest:
 class Provider(abc.ABC):
     name: ClassVar[str]
     unsupported: ClassVar[frozenset[str]] = frozenset()
+    # Seconds between the orchestrator's looks at a running trial (its events, its nodes,
+    # its records): a cloud's API quotas are counted per minute, and a VM takes minutes to
+    # start. Set per instance to look faster (tests).
+    poll_interval_s: float = 15.0
 
     def supports(self, feature: str) -> bool:
         return feature not in self.unsupported

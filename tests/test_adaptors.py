@@ -92,3 +92,23 @@ def test_aws_missing_credentials():
                                                "`aws configure`"):
         with aws.errors("s3://b"):
             raise NoCredentialsError()
+
+
+def test_gcp_calls_carry_a_retry_with_a_deadline_and_a_timeout():
+    pytest.importorskip("google.api_core")
+    from cloud.adaptors import gcp
+
+    options = gcp.call_options()
+    assert options["timeout"] == gcp.SETTINGS.call_timeout_s == 60.0
+    assert options["retry"].timeout == gcp.SETTINGS.retry_deadline_s == 120.0
+    assert gcp.call_options(150.0)["timeout"] == 150.0
+
+
+def test_aws_clients_retry_adaptively_within_timeouts(monkeypatch):
+    pytest.importorskip("botocore")
+    from cloud.adaptors import aws
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    config = aws.make_client("s3").meta.config
+    assert config.retries == {"mode": "adaptive", "total_max_attempts": 9}  # 8 retries
+    assert (config.connect_timeout, config.read_timeout) == (10.0, 60.0)

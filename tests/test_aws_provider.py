@@ -131,6 +131,17 @@ def test_plan_sends_nothing(aws, moto_endpoint):
     assert planned[0].body["zones_in_order"] == ["us-east-1a", "us-east-1b"]
 
 
+def test_clients_it_makes_retry_adaptively_within_timeouts(monkeypatch):
+    from fakes.aws import FAKE_CREDENTIALS
+
+    for key, value in FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
+    for made in AwsProvider("us-east-1")._clients():
+        config = made.meta.config
+        assert config.retries == {"mode": "adaptive", "total_max_attempts": 9}  # 8 retries
+        assert (config.connect_timeout, config.read_timeout) == (10.0, 60.0)
+
+
 def test_missing_credentials_is_a_clear_error(monkeypatch, tmp_path):
     without_aws_credentials(monkeypatch, tmp_path)
     with pytest.raises(CredentialsError, match="aws configure"):

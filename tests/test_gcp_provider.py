@@ -123,6 +123,35 @@ def test_quota_is_reported_plainly(gcp):
     assert len(fake.calls("POST", "/instances")) == 1  # quota is not retried in other zones
 
 
+def test_transient_errors_are_retried(gcp, quick_gcp_retries):
+    provider, fake = gcp
+    fake.failures = [503, 503]  # the first look for the cluster's instances, twice
+    provider.launch(spec(nodes=1))
+    lists = fake.calls("GET", "/aggregated/instances")
+    assert len(lists) == 3 and lists[0] == lists[2]
+    assert len(fake.calls("POST", "/instances")) == 1
+
+
+def test_retries_end_at_their_deadline_with_one_line(gcp, quick_gcp_retries):
+    provider, fake = gcp
+    fake.failures = [503] * 1000
+    with pytest.raises(ProviderError, match=r"HTTP 503: scripted failure \(still so after "
+                                            r"0.5s of retries\)$"):
+        provider.launch(spec(nodes=1))
+
+
+def test_an_operation_that_never_ends_times_out(gcp, monkeypatch):
+    from cloud.adaptors import gcp as adaptor
+
+    provider, fake = gcp
+    fake.hung_operations = True
+    monkeypatch.setattr(adaptor, "SETTINGS", adaptor.Settings(operation_deadline_s=0.2))
+    with pytest.raises(ProviderError, match=r"^GCP operation operation-1 in us-central1-a is "
+                                            r"not done after 0.2s; look at it with `gcloud"):
+        provider.launch(spec(nodes=1))
+    assert len(fake.calls("POST", "/operations/operation-1/wait")) >= 1
+
+
 def test_launch_is_idempotent(gcp):
     provider, fake = gcp
     first = provider.launch(spec())

@@ -1,9 +1,12 @@
 """The boto3 adaptor: the one place that imports boto3/botocore, finds the credentials, makes
-the clients, translates the errors, and holds the s3:// bucket client."""
+the clients with the retry and timeout settings (botocore's adaptive retry mode: throttling
+and 5xx answers are retried with backoff under a client-side rate limit), translates the
+errors, and holds the s3:// bucket client."""
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from types import ModuleType
 
 from cloud.adaptors import load, translated
@@ -17,6 +20,18 @@ from cloud.provider import (
 )
 
 EXTRA = "aws"
+
+
+@dataclass
+class Settings:
+    """What every client the adaptor makes carries; tests may change it (monkeypatch)."""
+
+    max_attempts: int = 8  # retries after the first try (botocore's Config meaning)
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 60.0
+
+
+SETTINGS = Settings()
 LOGIN = ("run `aws configure` (or `aws sso login`), or set AWS_PROFILE / AWS_ACCESS_KEY_ID "
          "and AWS_SECRET_ACCESS_KEY (a node uses its instance profile)")
 CAPACITY_CODES = {"InsufficientInstanceCapacity", "InsufficientCapacity", "Unsupported"}
@@ -40,10 +55,14 @@ def session(what: str, region: str | None = None):
 
 
 def make_client(service: str, region: str | None = None, *, session=None, **config):
-    """A client of `service` (from `session`, or boto3's default chain); `config` adds
-    botocore Config settings."""
+    """A client of `service` (from `session`, or boto3's default chain) with the retry and
+    timeout settings; `config` adds botocore Config settings."""
     session = session or sdk("boto3").session.Session()
-    return session.client(service, region_name=region, config=sdk("botocore.config").Config(**config))
+    config = sdk("botocore.config").Config(
+        retries={"mode": "adaptive", "max_attempts": SETTINGS.max_attempts},
+        connect_timeout=SETTINGS.connect_timeout_s, read_timeout=SETTINGS.read_timeout_s,
+        **config)
+    return session.client(service, region_name=region, config=config)
 
 
 def errors(what: str, **context) -> AbstractContextManager[None]:

@@ -1,10 +1,14 @@
 """The google-cloud adaptor (google-cloud-compute, google-cloud-storage, google-auth): the
 one place that imports them, finds the credentials, makes the clients, translates the
-errors, and holds the gs:// bucket client and the JSON GET of the billing API."""
+errors, holds the retry and timeout settings every call carries (`call_options()`: an
+api_core Retry with a deadline, and a timeout), and the gs:// bucket client and the JSON GET
+of the billing API."""
 
 from __future__ import annotations
 
+import re
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from types import ModuleType
 
 from cloud.adaptors import load, translated
@@ -22,6 +26,25 @@ EXTRA = "gcp"
 STOCKOUT_CODES = ("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
 # Operation error codes that mean what an HTTP status means, for one translation of both.
 OPERATION_STATUS = {"RESOURCE_NOT_FOUND": 404, "RESOURCE_ALREADY_EXISTS": 409}
+
+
+@dataclass
+class Settings:
+    """How long GCP calls may take; tests shorten them (monkeypatch SETTINGS)."""
+
+    call_timeout_s: float = 60.0  # one HTTP request
+    # A call and its retries of transient errors (429, 500, 503, no connection) together;
+    # the pauses start at retry_first_s and double up to retry_max_s.
+    retry_deadline_s: float = 120.0
+    retry_first_s: float = 1.0
+    retry_max_s: float = 10.0
+    # One `operations.wait` request: the server answers within 2 minutes, done or not.
+    wait_timeout_s: float = 150.0
+    # An operation (insert, delete, maintenance event) from its start to DONE.
+    operation_deadline_s: float = 900.0
+
+
+SETTINGS = Settings()
 LOGIN = ("run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS "
          "to a service-account key file (a node uses its service account)")
 
@@ -34,6 +57,19 @@ def sdk(module: str) -> ModuleType:
 def compute() -> ModuleType:
     """google.cloud.compute_v1."""
     return sdk("google.cloud.compute_v1")
+
+
+def retry():
+    """api_core's Retry of transient errors, with the deadline of SETTINGS."""
+    retries = sdk("google.api_core.retry")
+    return retries.Retry(predicate=retries.if_transient_error, initial=SETTINGS.retry_first_s,
+                         maximum=SETTINGS.retry_max_s, multiplier=2.0,
+                         timeout=SETTINGS.retry_deadline_s)
+
+
+def call_options(timeout_s: float | None = None) -> dict:
+    """The `retry` and `timeout` keywords every Compute and Storage call takes."""
+    return {"retry": retry(), "timeout": timeout_s or SETTINGS.call_timeout_s}
 
 
 def credentials(what: str, scopes: list[str] | None = None):
@@ -58,13 +94,18 @@ def authorized_session(what: str, scopes: list[str]):
 
 
 def get_json(session, url: str, params: dict, what: str) -> dict:
-    """One GET of a Google JSON API; an error status is translated as an SDK error is."""
-    with errors(what):
-        response = session.get(url, params=params, timeout=60)
+    """One GET of a Google JSON API, retried and translated as an SDK call is (an error
+    status becomes the api_core exception of that status)."""
+
+    def once() -> dict:
+        response = session.get(url, params=params, timeout=SETTINGS.call_timeout_s)
         if response.status_code != 200:
             raise sdk("google.api_core.exceptions").from_http_status(
                 response.status_code, _error_message(response))
         return response.json()
+
+    with errors(what):
+        return retry()(once)()
 
 
 def _error_message(response) -> str:
@@ -89,12 +130,17 @@ def translate(exc: Exception, what: str, *, missing: str | None = None,
     """One line for an SDK error: `what` failed, why, and the fix. `missing` says what to do
     when the thing is not found; `kind` replaces the error class (SinkError for a bucket)."""
     api, auth = sdk("google.api_core.exceptions"), sdk("google.auth.exceptions")
+    if isinstance(exc, api.RetryError) and exc.cause is not None:
+        last = translate(exc.cause, what, missing=missing, kind=kind)
+        return type(last)(f"{last} (still so after {SETTINGS.retry_deadline_s:g}s of retries)")
     if isinstance(exc, auth.DefaultCredentialsError):
         error, text = CredentialsError, f"no Google credentials found for {what}; {LOGIN}"
     elif isinstance(exc, auth.RefreshError) or getattr(exc, "code", None) == 401:
         error, text = CredentialsError, f"{what}: Google refused the credentials ({exc}); {LOGIN}"
     elif isinstance(exc, api.GoogleAPICallError):
-        error, text = _explain(exc.code, exc.message, what, missing)
+        # REST clients put "GET https://...: " before the server's message: `what` says it.
+        error, text = _explain(exc.code, re.sub(r"^[A-Z]+ https?://\S+: ", "", exc.message),
+                               what, missing)
     else:  # no answer: connection refused, DNS, TLS
         error, text = ProviderError, f"cannot reach {what}: {exc}; check the network and re-run"
     return (kind or error)(text)
@@ -144,12 +190,15 @@ class GcsBucket:
 
     def put(self, key: str, data: bytes) -> None:
         with self._errors():
-            self._bucket.blob(key).upload_from_string(data, content_type="application/x-ndjson")
+            # Keys are never reused, so a retried upload rewrites the same bytes.
+            self._bucket.blob(key).upload_from_string(
+                data, content_type="application/x-ndjson", **call_options())
 
     def keys(self, prefix: str) -> list[str]:
         with self._errors():
-            return [b.name for b in self._client.list_blobs(self.name, prefix=prefix)]
+            blobs = self._client.list_blobs(self.name, prefix=prefix, **call_options())
+            return [b.name for b in blobs]
 
     def get(self, key: str) -> bytes:
         with self._errors():
-            return self._bucket.blob(key).download_as_bytes()
+            return self._bucket.blob(key).download_as_bytes(**call_options())

@@ -96,10 +96,10 @@ def _print_plan(spec, provider, results_url: str, fmt: Format) -> None:
     planned = plan_sweep(spec, provider, results_url)
     if fmt is Format.json:
         emit_json([{"trial": trial.as_dict(), "estimated_cost_usd":
-                    estimated_cost(provider.name, trial),
+                    estimated_cost(provider, trial),
                     "requests": [vars(r) for r in requests]} for trial, requests in planned])
         return
-    rows = [{**trial.as_dict(), "cost": estimated_cost(provider.name, trial),
+    rows = [{**trial.as_dict(), "cost": estimated_cost(provider, trial),
              "revoke": (f"node {trial.revoke_node} at {trial.revoke_at:.0f}s"
                         if trial.revoke_node is not None else None)}
             for trial, _ in planned]
