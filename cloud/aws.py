@@ -17,6 +17,7 @@ from cloud.adaptors import aws
 from cloud.bootstrap import check_no_credentials, startup_script
 from cloud.provider import (
     NODE_LABEL,
+    SUBNET,
     SWEEP_LABEL,
     TRIAL_LABEL,
     CapacityError,
@@ -29,6 +30,9 @@ from cloud.provider import (
     ProviderError,
     ProviderEvent,
     cluster_name,
+    fill,
+    rendezvous_host,
+    sent_values,
 )
 
 DEFAULT_AMI_PARAMETER = (
@@ -95,11 +99,11 @@ class AwsProvider(Provider):
     def run_request(
         self, spec: ClusterSpec, node: int, image: str, subnet: str | None, rendezvous: str | None
     ) -> dict[str, Any]:
+        """The RunInstances parameters of one node."""
         tags = self.tags(spec, node)
         script = startup_script(
             spec, node, provider=self.name, rendezvous_host=rendezvous,
             shutdown_after_s=spec.max_run_seconds, install=self._install,
-            launched_at=self._clock(),
         )
         request: dict[str, Any] = {
             "ImageId": image,
@@ -133,16 +137,17 @@ class AwsProvider(Provider):
         return request
 
     def plan(self, spec: ClusterSpec) -> list[PlannedRequest]:
-        image = spec.image or f"<ssm:{self.ami_parameter}>"
-        zones = list(spec.zones) or ["<default subnet of each zone>"]
-        return [
-            PlannedRequest(self.name, "ec2.RunInstances", {
-                "region": spec.region or self.region or DEFAULT_REGION,
-                "zones_in_order": zones,
-                **self.run_request(spec, node, image, None, "<node 0 private address>"),
-            })
-            for node in range(spec.nodes)
-        ]
+        """The image is a macro `${ssm:PARAMETER}` until the launch reads that parameter."""
+        return self._requests(spec, spec.image or f"${{ssm:{self.ami_parameter}}}", SUBNET, {})
+
+    def _requests(self, spec: ClusterSpec, image: str, subnet: str | None,
+                  existing: dict[int, Node]) -> list[PlannedRequest]:
+        """The RunInstances calls that complete the cluster, node 0 first."""
+        where = {"region": spec.region or self.region or DEFAULT_REGION,
+                 "zones": list(spec.zones) or ["<each zone with a default subnet>"]}
+        return [PlannedRequest(self.name, "ec2.RunInstances", index, self.run_request(
+                    spec, index, image, subnet, rendezvous_host(index, existing)), where)
+                for index in range(spec.nodes) if index not in existing]
 
     # -- launch ---------------------------------------------------------------------------
 
@@ -180,14 +185,13 @@ class AwsProvider(Provider):
         return self._launch_in(spec, image, self._subnets(spec), existing)
 
     def _launch_in(self, spec, image, subnets, existing: dict[int, Node]) -> list[Node]:
+        """Send the cluster's requests in each zone in turn until one has the capacity."""
         stockouts = []
         for zone, subnet in subnets:
             nodes = dict(existing)
             try:
-                for index in range(spec.nodes):
-                    if index not in nodes:
-                        rendezvous = nodes[0].internal_address if index else None
-                        nodes[index] = self._run(spec, index, image, subnet, rendezvous)
+                for request in self._requests(spec, image, subnet, existing):
+                    nodes[request.node] = self._run(request, nodes)
                 return [nodes[i] for i in range(spec.nodes)]
             except CapacityError as exc:
                 stockouts.append(f"{zone} ({exc})")
@@ -197,11 +201,11 @@ class AwsProvider(Provider):
             "add zones to the spec or try another instance type"
         )
 
-    def _run(self, spec: ClusterSpec, index: int, image: str, subnet, rendezvous) -> Node:
+    def _run(self, request: PlannedRequest, nodes: dict[int, Node]) -> Node:
         ec2, _ = self._clients()
-        request = self.run_request(spec, index, image, subnet, rendezvous)
         launched_at = self._clock()
-        found = self._call("ec2.RunInstances", ec2.run_instances, **request)["Instances"][0]
+        params = fill(request.body, sent_values(launched_at, nodes))
+        found = self._call("ec2.RunInstances", ec2.run_instances, **params)["Instances"][0]
         return self._node(found, launched_at)
 
     def _node(self, instance: dict, launched_at: float | None = None) -> Node:

@@ -6,6 +6,7 @@ of the billing API."""
 
 from __future__ import annotations
 
+import json
 import re
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -70,6 +71,12 @@ def retry():
 def call_options(timeout_s: float | None = None) -> dict:
     """The `retry` and `timeout` keywords every Compute and Storage call takes."""
     return {"retry": retry(), "timeout": timeout_s or SETTINGS.call_timeout_s}
+
+
+def instance(body: dict):
+    """A compute_v1.Instance from the dict of the REST request (cloud/gcp.py plans dicts, so
+    that a dry run needs no SDK)."""
+    return compute().Instance.from_json(json.dumps(body))
 
 
 def credentials(what: str, scopes: list[str] | None = None):

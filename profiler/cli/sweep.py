@@ -109,8 +109,9 @@ def _print_plan(spec, provider, results_url: str, fmt: Format) -> None:
          title=f"sweep {spec.name}: {len(rows)} trials on {provider.name} (dry run)")
     for trial, requests in planned:
         for request in requests:
-            typer.echo(f"{trial.key} {request.provider} {request.action} "
-                       f"{_compact(request.body)}")
+            where = f" where {_compact(request.where)}" if request.where else ""
+            typer.echo(f"{trial.key} {request.provider} {request.action} node {request.node} "
+                       f"{_compact(request.body)}{where}")
 
 
 def _compact(body: dict) -> str:
