@@ -102,7 +102,7 @@ def _explain(info: dict, what: str, missing: str | None):
         return CredentialsError, (f"{what}: {code}: {message}; grant the IAM permission it "
                                   "names, or use other credentials")
     if code.endswith(".NotFound") or code.startswith("NoSuch") or code == "ParameterNotFound":
-        return NotFoundError, f"{what}: {missing}" if missing else f"{what} failed: {code}: {message}"
+        return NotFoundError, f"{what}: {missing or f'{code}: {message}'}"
     return ProviderError, f"{what} failed: {code}: {message}"
 
 
