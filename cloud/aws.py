@@ -4,7 +4,7 @@ Nodes boot the Deep Learning AMI named by an SSM public parameter; user-data
 (cloud/bootstrap.py) starts the node agent and arms a shutdown timer, and every way an
 instance can stop ends in termination (InstanceInitiatedShutdownBehavior, spot interruption
 behaviour, volumes deleted on termination), so nothing outlives its trial for long. The
-2-minute interruption notice is read on the node from IMDSv2 (cloud/metadata.py).
+2-minute interruption notice is read on the node from IMDSv2 (profiler/watcher_aws.py).
 """
 
 from __future__ import annotations
@@ -13,22 +13,26 @@ import re
 import time
 from typing import Any
 
+from cloud.adaptors import aws
 from cloud.bootstrap import check_no_credentials, startup_script
 from cloud.provider import (
     NODE_LABEL,
+    SUBNET,
     SWEEP_LABEL,
     TRIAL_LABEL,
     CapacityError,
     ClusterSpec,
-    CredentialsError,
     Node,
     NodeState,
+    NotFoundError,
     PlannedRequest,
     Provider,
     ProviderError,
     ProviderEvent,
-    QuotaError,
     cluster_name,
+    fill,
+    rendezvous_host,
+    sent_values,
 )
 
 DEFAULT_AMI_PARAMETER = (
@@ -36,9 +40,6 @@ DEFAULT_AMI_PARAMETER = (
 )
 DEFAULT_REGION = "us-east-1"
 NAME_PREFIX = "gpuadv-"
-CAPACITY_CODES = {"InsufficientInstanceCapacity", "InsufficientCapacity", "Unsupported"}
-QUOTA_CODES = {"VcpuLimitExceeded", "InstanceLimitExceeded", "MaxSpotInstanceCountExceeded"}
-AUTH_CODES = {"AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId"}
 SPOT_INTERRUPTED = "Server.SpotInstanceTermination"
 LIVE = ["pending", "running", "stopping", "stopped", "shutting-down"]
 STATES = {
@@ -53,10 +54,6 @@ STATES = {
 
 def instance_name(cluster: str, node: int) -> str:
     return f"{NAME_PREFIX}{cluster}-{node}"
-
-
-def _code(exc: Exception) -> str:
-    return getattr(exc, "response", {}).get("Error", {}).get("Code", "")
 
 
 class AwsProvider(Provider):
@@ -81,42 +78,16 @@ class AwsProvider(Provider):
 
     def _clients(self):
         if self._ec2 is None or self._ssm is None:
-            try:
-                import boto3
-            except ImportError:
-                raise ProviderError("the aws provider needs boto3; pip install 'gpu-advisor[aws]'") from None
-            session = boto3.session.Session(region_name=self.region)
-            if session.get_credentials() is None:
-                raise CredentialsError(
-                    "no AWS credentials found; run `aws configure` (or `aws sso login`), or set "
-                    "AWS_PROFILE / AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
-                )
+            session = aws.session("EC2", self.region)
             region = session.region_name or DEFAULT_REGION
-            self._ec2 = self._ec2 or session.client("ec2", region_name=region)
-            self._ssm = self._ssm or session.client("ssm", region_name=region)
+            self._ec2 = self._ec2 or aws.make_client("ec2", region, session=session)
+            self._ssm = self._ssm or aws.make_client("ssm", region, session=session)
         return self._ec2, self._ssm
 
     def _call(self, what: str, method, **kwargs) -> dict:
-        """One EC2/SSM call with AWS's error codes turned into the provider's errors."""
-        from botocore.exceptions import ClientError, NoCredentialsError
-
-        try:
+        """One EC2/SSM call, its errors translated by the adaptor."""
+        with aws.errors(what):
             return method(**kwargs)
-        except NoCredentialsError:
-            raise CredentialsError(
-                "no AWS credentials found; run `aws configure` or set AWS_PROFILE"
-            ) from None
-        except ClientError as exc:
-            code, message = _code(exc), exc.response["Error"].get("Message", "")
-            if code in CAPACITY_CODES:
-                raise CapacityError(f"{code}: {message}") from None
-            if code in QUOTA_CODES:
-                raise QuotaError(
-                    f"{code}: {message}; request a limit increase in Service Quotas (EC2)"
-                ) from None
-            if code in AUTH_CODES:
-                raise CredentialsError(f"AWS refused the credentials for {what}: {message}") from None
-            raise ProviderError(f"{what} failed: {code}: {message}") from None
 
     # -- requests -------------------------------------------------------------------------
 
@@ -128,11 +99,11 @@ class AwsProvider(Provider):
     def run_request(
         self, spec: ClusterSpec, node: int, image: str, subnet: str | None, rendezvous: str | None
     ) -> dict[str, Any]:
+        """The RunInstances parameters of one node."""
         tags = self.tags(spec, node)
         script = startup_script(
             spec, node, provider=self.name, rendezvous_host=rendezvous,
             shutdown_after_s=spec.max_run_seconds, install=self._install,
-            launched_at=self._clock(),
         )
         request: dict[str, Any] = {
             "ImageId": image,
@@ -166,16 +137,17 @@ class AwsProvider(Provider):
         return request
 
     def plan(self, spec: ClusterSpec) -> list[PlannedRequest]:
-        image = spec.image or f"<ssm:{self.ami_parameter}>"
-        zones = list(spec.zones) or ["<default subnet of each zone>"]
-        return [
-            PlannedRequest(self.name, "ec2.RunInstances", {
-                "region": spec.region or self.region or DEFAULT_REGION,
-                "zones_in_order": zones,
-                **self.run_request(spec, node, image, None, "<node 0 private address>"),
-            })
-            for node in range(spec.nodes)
-        ]
+        """The image is a macro `${ssm:PARAMETER}` until the launch reads that parameter."""
+        return self._requests(spec, spec.image or f"${{ssm:{self.ami_parameter}}}", SUBNET, {})
+
+    def _requests(self, spec: ClusterSpec, image: str, subnet: str | None,
+                  existing: dict[int, Node]) -> list[PlannedRequest]:
+        """The RunInstances calls that complete the cluster, node 0 first."""
+        where = {"region": spec.region or self.region or DEFAULT_REGION,
+                 "zones": list(spec.zones) or ["<each zone with a default subnet>"]}
+        return [PlannedRequest(self.name, "ec2.RunInstances", index, self.run_request(
+                    spec, index, image, subnet, rendezvous_host(index, existing)), where)
+                for index in range(spec.nodes) if index not in existing]
 
     # -- launch ---------------------------------------------------------------------------
 
@@ -213,14 +185,13 @@ class AwsProvider(Provider):
         return self._launch_in(spec, image, self._subnets(spec), existing)
 
     def _launch_in(self, spec, image, subnets, existing: dict[int, Node]) -> list[Node]:
+        """Send the cluster's requests in each zone in turn until one has the capacity."""
         stockouts = []
         for zone, subnet in subnets:
             nodes = dict(existing)
             try:
-                for index in range(spec.nodes):
-                    if index not in nodes:
-                        rendezvous = nodes[0].internal_address if index else None
-                        nodes[index] = self._run(spec, index, image, subnet, rendezvous)
+                for request in self._requests(spec, image, subnet, existing):
+                    nodes[request.node] = self._run(request, nodes)
                 return [nodes[i] for i in range(spec.nodes)]
             except CapacityError as exc:
                 stockouts.append(f"{zone} ({exc})")
@@ -230,11 +201,11 @@ class AwsProvider(Provider):
             "add zones to the spec or try another instance type"
         )
 
-    def _run(self, spec: ClusterSpec, index: int, image: str, subnet, rendezvous) -> Node:
+    def _run(self, request: PlannedRequest, nodes: dict[int, Node]) -> Node:
         ec2, _ = self._clients()
-        request = self.run_request(spec, index, image, subnet, rendezvous)
         launched_at = self._clock()
-        found = self._call("ec2.RunInstances", ec2.run_instances, **request)["Instances"][0]
+        params = fill(request.body, sent_values(launched_at, nodes))
+        found = self._call("ec2.RunInstances", ec2.run_instances, **params)["Instances"][0]
         return self._node(found, launched_at)
 
     def _node(self, instance: dict, launched_at: float | None = None) -> Node:
@@ -302,15 +273,12 @@ class AwsProvider(Provider):
         ec2, _ = self._clients()
         try:
             self._call("ec2.TerminateInstances", ec2.terminate_instances, InstanceIds=ids)
-        except ProviderError as exc:
-            if "InvalidInstanceID" not in str(exc):
-                raise
+        except NotFoundError:
             for one in ids:  # one id is unknown (gone long ago): terminate the rest singly
                 try:
                     self._call("ec2.TerminateInstances", ec2.terminate_instances, InstanceIds=[one])
-                except ProviderError as single:
-                    if "InvalidInstanceID" not in str(single):
-                        raise
+                except NotFoundError:
+                    pass
 
     def revoke(self, node: Node) -> None:
         """EC2 offers no interruption API outside AWS FIS: the node is terminated at once,

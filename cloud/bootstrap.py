@@ -12,7 +12,7 @@ import os
 import re
 import shlex
 
-from cloud.provider import ClusterSpec, ProviderError
+from cloud.provider import LAUNCHED_AT, ClusterSpec, ProviderError
 
 # What a node pip-installs; a wheel URL or a git URL works too (GPUADVISOR_INSTALL overrides).
 DEFAULT_INSTALL = "gpu-advisor[profiler,gcp,aws]"
@@ -46,10 +46,8 @@ def check_no_credentials(text: str, where: str) -> None:
         )
 
 
-def agent_config(
-    spec: ClusterSpec, node: int, provider: str, rendezvous_host: str | None,
-    launched_at: float | None,
-) -> dict:
+def agent_config(spec: ClusterSpec, node: int, provider: str, rendezvous_host: str | None
+                 ) -> dict:
     """profiler/agent.py's AgentConfig: the trial's settings plus where this node stands."""
     return {
         **spec.agent_config,
@@ -58,7 +56,7 @@ def agent_config(
         "node": node,
         "nodes": spec.nodes,
         "rendezvous_host": rendezvous_host,
-        "launched_at": launched_at,  # start-up timing: request -> boot -> agent up
+        "launched_at": LAUNCHED_AT,  # start-up timing: request -> boot -> agent up
     }
 
 
@@ -70,15 +68,17 @@ def startup_script(
     rendezvous_host: str | None,
     shutdown_after_s: int | None = None,
     install: str | None = None,
-    launched_at: float | None = None,
 ) -> str:
     """A bash script that installs the profiler and starts `python -m profiler.agent`.
 
     `shutdown_after_s` adds an OS shutdown timer as a dead-man switch (EC2 terminates on
     shutdown with InstanceInitiatedShutdownBehavior=terminate; GCP uses max_run_duration).
+    The launch time is the macro LAUNCHED_AT, bare, so that the number filled in at send
+    time is a JSON number.
     """
     install = install or os.environ.get("GPUADVISOR_INSTALL") or DEFAULT_INSTALL
-    config = json.dumps(agent_config(spec, node, provider, rendezvous_host, launched_at), indent=2)
+    config = json.dumps(agent_config(spec, node, provider, rendezvous_host), indent=2)
+    config = config.replace(json.dumps(LAUNCHED_AT), LAUNCHED_AT)
     lines = [
         "#!/bin/bash",
         f"# gpu-advisor profiling node {node} of cluster {spec.cluster} ({provider}).",

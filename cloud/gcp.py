@@ -17,25 +17,33 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from cloud.adaptors import gcp
 from cloud.bootstrap import check_no_credentials, startup_script
 from cloud.provider import (
     NODE_LABEL,
+    PROJECT,
     SWEEP_LABEL,
     TRIAL_LABEL,
     CapacityError,
     ClusterSpec,
+    ConflictError,
     CredentialsError,
     Node,
     NodeState,
+    NotFoundError,
     PlannedRequest,
     Provider,
     ProviderError,
     ProviderEvent,
     QuotaError,
     cluster_name,
+    fill,
+    rendezvous_host,
+    sent_values,
 )
 
 DEFAULT_IMAGE = (
@@ -45,7 +53,6 @@ DEFAULT_ZONES = ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1
 NAME_PREFIX = "gpuadv-"
 # 63 characters at most: prefix, cluster stem, "-<node>-r<generation>" (up to 12 characters).
 STEM_CHARS = 44
-STOCKOUT_CODES = ("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
 PREEMPTED_OPERATION = "compute.instances.preempted"
 # GPUs attached to N1 machines as guest accelerators.
 N1_ACCELERATORS = {
@@ -65,16 +72,6 @@ STATES = {
     "SUSPENDED": NodeState.TERMINATED,
     "TERMINATED": NodeState.TERMINATED,
 }
-
-
-def _compute():
-    try:
-        from google.cloud import compute_v1
-    except ImportError:
-        raise ProviderError(
-            "the gcp provider needs google-cloud-compute; pip install 'gpu-advisor[gcp]'"
-        ) from None
-    return compute_v1
 
 
 def built_in_gpus(machine_type: str) -> tuple[str, int] | None:
@@ -146,10 +143,6 @@ def _timestamp(text: str) -> float | None:
     return datetime.fromisoformat(text).timestamp() if text else None
 
 
-def _error_codes(operation) -> list[str]:
-    return [e.code for e in operation.error.errors] if operation.error else []
-
-
 class GcpProvider(Provider):
     name = "gcp"
 
@@ -176,20 +169,8 @@ class GcpProvider(Provider):
 
     def _clients(self):
         if self._instances is None or self._operations is None:
-            compute_v1 = _compute()
-            import google.auth
-            from google.auth.exceptions import DefaultCredentialsError
-
-            try:
-                credentials, default_project = google.auth.default()
-            except DefaultCredentialsError:
-                raise CredentialsError(
-                    "no Google credentials found; run `gcloud auth application-default login` "
-                    "or set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file"
-                ) from None
+            self._instances, self._operations, default_project = gcp.compute_clients()
             self.project = self.project or default_project
-            self._instances = compute_v1.InstancesClient(credentials=credentials)
-            self._operations = compute_v1.ZoneOperationsClient(credentials=credentials)
         if not self.project:
             raise ProviderError("no GCP project; pass --project or set GOOGLE_CLOUD_PROJECT")
         return self._instances, self._operations
@@ -203,89 +184,78 @@ class GcpProvider(Provider):
         return tuple(f"{region}-{z}" for z in "abcf") if region else DEFAULT_ZONES
 
     def instance_body(self, spec: ClusterSpec, node: int, zone: str, rendezvous: str | None,
-                      *, name: str | None = None, address: str | None = None):
-        """The insert body; `address` asks for that internal address (a replaced node 0's)."""
-        compute_v1 = _compute()
-        script = startup_script(
-            spec, node, provider=self.name, rendezvous_host=rendezvous, install=self._install,
-            launched_at=self._clock(),
-        )
+                      *, name: str, address: str | None = None) -> dict[str, Any]:
+        """The insert body as the REST API takes it (a plain dict: no SDK needed); `address`
+        asks for that internal address (a replaced node 0's)."""
+        script = startup_script(spec, node, provider=self.name, rendezvous_host=rendezvous,
+                                install=self._install)
         labels = spec.labels(node)
         check_no_credentials(repr(labels), "labels")
-        return compute_v1.Instance(
-            name=name or instance_name(spec.cluster, node),
-            machine_type=f"zones/{zone}/machineTypes/{spec.instance_type}",
-            labels=labels,
-            disks=[
-                compute_v1.AttachedDisk(
-                    boot=True,
-                    auto_delete=True,
-                    initialize_params=compute_v1.AttachedDiskInitializeParams(
-                        source_image=spec.image or DEFAULT_IMAGE, disk_size_gb=100
-                    ),
-                )
-            ],
-            # An external address for outbound pip/bucket traffic; no firewall rule opens SSH.
-            network_interfaces=[
-                compute_v1.NetworkInterface(
-                    network="global/networks/default",
-                    network_i_p=address,
-                    access_configs=[compute_v1.AccessConfig(name="External NAT")],
-                )
-            ],
-            guest_accelerators=[
-                compute_v1.AcceleratorConfig(
-                    accelerator_type=f"zones/{zone}/acceleratorTypes/{kind}",
-                    accelerator_count=count,
-                )
-                for kind, count in accelerators(spec)
-            ],
-            scheduling=compute_v1.Scheduling(
-                provisioning_model="SPOT" if spec.spot else "STANDARD",
-                on_host_maintenance="TERMINATE",  # GPUs cannot live-migrate
-                automatic_restart=False,
-                instance_termination_action="DELETE",
-                max_run_duration=compute_v1.Duration(seconds=spec.max_run_seconds),
-            ),
-            metadata=compute_v1.Metadata(
-                items=[
-                    compute_v1.Items(key="startup-script", value=script),
-                    compute_v1.Items(key="install-nvidia-driver", value="True"),
-                ]
-            ),
-            service_accounts=[
-                compute_v1.ServiceAccount(
-                    email="default",
-                    scopes=["https://www.googleapis.com/auth/devstorage.read_write"],
-                )
-            ],
-        )
+        # An external address for outbound pip/bucket traffic; no firewall rule opens SSH.
+        interface = {"network": "global/networks/default",
+                     "accessConfigs": [{"name": "External NAT"}]}
+        if address:
+            interface["networkIP"] = address
+        body = {
+            "name": name,
+            "machineType": f"zones/{zone}/machineTypes/{spec.instance_type}",
+            "labels": labels,
+            "disks": [{"boot": True, "autoDelete": True, "initializeParams": {
+                "sourceImage": spec.image or DEFAULT_IMAGE, "diskSizeGb": "100"}}],
+            "networkInterfaces": [interface],
+            "scheduling": {
+                "provisioningModel": "SPOT" if spec.spot else "STANDARD",
+                "onHostMaintenance": "TERMINATE",  # GPUs cannot live-migrate
+                "automaticRestart": False,
+                "instanceTerminationAction": "DELETE",
+                "maxRunDuration": {"seconds": str(spec.max_run_seconds)},  # int64: a string
+            },
+            "metadata": {"items": [{"key": "startup-script", "value": script},
+                                   {"key": "install-nvidia-driver", "value": "True"}]},
+            "serviceAccounts": [{"email": "default", "scopes": [
+                "https://www.googleapis.com/auth/devstorage.read_write"]}],
+        }
+        guests = [{"acceleratorType": f"zones/{zone}/acceleratorTypes/{kind}",
+                   "acceleratorCount": count} for kind, count in accelerators(spec)]
+        if guests:
+            body["guestAccelerators"] = guests
+        return body
 
     def plan(self, spec: ClusterSpec) -> list[PlannedRequest]:
-        compute_v1 = _compute()
-        zone = self._zones(spec)[0]
-        return [
-            PlannedRequest(
-                self.name,
-                "compute.instances.insert",
-                {
-                    "project": self.project or "<default project>",
-                    "zone": zone,
-                    "zone_fallback": list(self._zones(spec)[1:]),
-                    "instance": compute_v1.Instance.to_dict(
-                        self.instance_body(spec, node, zone, "<node 0 internal address>")
-                    ),
-                },
-            )
-            for node in range(spec.nodes)
-        ]
+        zones = self._zones(spec)
+        return self._requests(spec, zones[0], zones, {}, {})
+
+    def _requests(self, spec: ClusterSpec, zone: str, zones: tuple[str, ...],
+                  live: dict[int, Node], launched: dict[str, Node]) -> list[PlannedRequest]:
+        """The inserts that complete the cluster in `zone`, node 0 first: one per node that no
+        live VM stands for, under its next generation's name (`launched`: every VM this
+        process launched). A replaced node 0 asks for its predecessor's internal address,
+        which the survivors rendezvous on; the others are told node 0's address."""
+        requests = []
+        for index in range(spec.nodes):
+            if index in live:
+                continue
+            earlier = [n for n in launched.values()
+                       if n.cluster == spec.cluster and n.index == index]
+            previous = max(earlier, key=lambda n: _generation(n.id), default=None)
+            generation = _generation(previous.id) + 1 if previous else 0
+            same_subnet = previous is not None and previous.region == zone.rsplit("-", 1)[0]
+            address = previous.internal_address if index == 0 and same_subnet else None
+            instance = self.instance_body(spec, index, zone, rendezvous_host(index, live),
+                                          address=address,
+                                          name=instance_name(spec.cluster, index, generation))
+            requests.append(PlannedRequest(
+                self.name, "compute.instances.insert", index,
+                {"project": self.project or PROJECT, "zone": zone, "instance": instance},
+                {"zones": list(zones)}))
+        return requests
 
     # -- launch ---------------------------------------------------------------------------
 
     def launch(self, spec: ClusterSpec) -> list[Node]:
-        """Launch the nodes the cluster lacks: the first time all of them, after a revocation
-        the replacement only. Healthy nodes are returned as they are (same name, same
-        launched_at) and get no insert."""
+        """Launch the nodes the cluster lacks: the first time all of them (exactly the plan's
+        requests), after a revocation the replacement only. Healthy nodes are returned as
+        they are (same name, same launched_at) and get no insert."""
         accelerators(spec)  # a bad machine/GPU pair fails before any request
         live = self._live_nodes(spec)
         zones = self._zones(spec)
@@ -295,7 +265,8 @@ class GcpProvider(Provider):
         stockouts = []
         for zone in zones:
             try:
-                nodes = self._launch_in_zone(spec, zone, live)
+                nodes = self._send(spec, self._requests(spec, zone, zones, live, self._launched),
+                                   live)
             except CapacityError as exc:
                 stockouts.append(f"{zone} ({exc})")
                 continue
@@ -324,56 +295,55 @@ class GcpProvider(Provider):
             live[index] = self._launched[instance.name]
         return live
 
-    def _launch_in_zone(self, spec: ClusterSpec, zone: str, live: dict[int, Node]) -> list[Node]:
+    def _send(self, spec: ClusterSpec, requests: list[PlannedRequest], live: dict[int, Node]
+              ) -> list[Node]:
+        """Send the inserts in order; a stock-out deletes the nodes they made (a partial
+        cluster is useless) so that the next zone gets the cluster whole."""
         nodes, new = dict(live), []
         try:
-            # Node 0 first: the others rendezvous on its internal address.
-            for index in range(spec.nodes):
-                if index not in nodes:
-                    nodes[index] = self._insert_next(spec, index, zone, nodes)
-                    new.append(nodes[index])
+            for request in requests:
+                nodes[request.node] = self._insert(spec, request, nodes)
+                new.append(nodes[request.node])
         except CapacityError:
-            self.terminate(new)  # a partial cluster is useless; try the next zone whole
+            self.terminate(new)
             raise
         return [nodes[i] for i in range(spec.nodes)]
 
-    def _insert_next(self, spec: ClusterSpec, index: int, zone: str, nodes: dict[int, Node]):
-        """Insert the node's next generation; a new node 0 asks for its predecessor's address."""
-        earlier = [n for n in self._launched.values()
-                   if n.cluster == spec.cluster and n.index == index]
-        generation = 1 + max((_generation(n.id) for n in earlier), default=-1)
-        name = instance_name(spec.cluster, index, generation)
-        rendezvous = nodes[0].internal_address if index else None
-        previous = max(earlier, key=lambda n: _generation(n.id), default=None)
-        same_subnet = previous and previous.region == zone.rsplit("-", 1)[0]
-        if index == 0 and same_subnet and previous.internal_address:
-            try:
-                return self._insert(spec, index, zone, None, name, previous.internal_address)
-            except (CapacityError, QuotaError, CredentialsError):
-                raise
-            except ProviderError:
-                pass  # the address is taken: the survivors will not find the new node 0
-        return self._insert(spec, index, zone, rendezvous, name)
-
-    def _insert(self, spec: ClusterSpec, index: int, zone: str, rendezvous: str | None,
-                name: str, address: str | None = None) -> Node:
-        from google.api_core import exceptions
-
-        instances, _ = self._clients()
-        body = self.instance_body(spec, index, zone, rendezvous, name=name, address=address)
-        launched_at = self._clock()
+    def _insert(self, spec: ClusterSpec, request: PlannedRequest, nodes: dict[int, Node]) -> Node:
+        """Send one insert; should the internal address it asks for be taken, send it again
+        without (the survivors will not find that new node 0)."""
         try:
-            operation = instances.insert_unary(
-                project=self.project, zone=zone, instance_resource=body
-            )
+            return self._insert_once(spec, request, nodes)
+        except (CapacityError, QuotaError, CredentialsError):
+            raise
+        except ProviderError:
+            interface = request.body["instance"]["networkInterfaces"][0]
+            if "networkIP" not in interface:
+                raise
+        instance = {**request.body["instance"], "networkInterfaces": [
+            {k: v for k, v in interface.items() if k != "networkIP"}]}
+        return self._insert_once(spec, replace(request, body={**request.body,
+                                                               "instance": instance}), nodes)
+
+    def _insert_once(self, spec: ClusterSpec, request: PlannedRequest,
+                     nodes: dict[int, Node]) -> Node:
+        instances, _ = self._clients()
+        launched_at = self._clock()
+        body = fill(request.body, {**sent_values(launched_at, nodes), PROJECT: self.project})
+        zone, name = body["zone"], body["instance"]["name"]
+        try:
+            with gcp.errors(zone):
+                operation = instances.insert_unary(
+                    project=body["project"], zone=zone, instance_resource=gcp.instance(
+                        body["instance"]), **gcp.call_options())
             self._wait(operation, zone)
-        except exceptions.Conflict:
+        except ConflictError:
             pass  # it exists already: launch is idempotent
-        except exceptions.GoogleAPICallError as exc:
-            raise self._api_error(exc, spec, zone) from None
-        found = instances.get(project=self.project, zone=zone, instance=name)
+        with gcp.errors(f"reading {name} in {zone}"):
+            found = instances.get(project=self.project, zone=zone, instance=name,
+                                  **gcp.call_options())
         self._seen.setdefault(name, {}).setdefault(found.status, self._clock())
-        node = self._node(spec, index, found, launched_at)
+        node = self._node(spec, request.node, found, launched_at)
         self._launched[name] = node
         return node
 
@@ -395,44 +365,35 @@ class GcpProvider(Provider):
         )
 
     def _wait(self, operation, zone: str) -> None:
-        """Wait for a zone operation; raise the provider error its error codes mean."""
-        compute_v1 = _compute()
+        """Wait for a zone operation, at most gcp.SETTINGS.operation_deadline_s; raise the
+        provider error its error codes mean."""
+        done = gcp.compute().Operation.Status.DONE
         _, operations = self._clients()
-        while operation.status != compute_v1.Operation.Status.DONE:
-            operation = operations.wait(project=self.project, zone=zone, operation=operation.name)
-        codes = _error_codes(operation)
-        messages = "; ".join(e.message for e in operation.error.errors) if codes else ""
-        if any(code in STOCKOUT_CODES for code in codes):
-            raise CapacityError(f"{zone} is out of stock")
-        if "QUOTA_EXCEEDED" in codes:
-            raise QuotaError(f"{messages}; request a quota increase in the GCP console")
-        if codes:
-            raise ProviderError(f"GCP refused the request in {zone}: {messages}")
-
-    def _api_error(self, exc, spec: ClusterSpec, zone: str) -> ProviderError:
-        text = str(exc)
-        if "QUOTA" in text.upper():
-            return QuotaError(
-                f"GCP quota does not allow {spec.instance_type} in {zone}: {exc.message}; "
-                "request a quota increase in the GCP console (IAM & Admin > Quotas)"
-            )
-        if any(code in text for code in STOCKOUT_CODES):
-            return CapacityError(f"{zone} is out of stock")
-        if exc.code in (401, 403):
-            return CredentialsError(f"GCP denied access ({exc.message}); check the credentials")
-        return ProviderError(f"GCP error in {zone}: {exc.message}")
+        deadline_s = gcp.SETTINGS.operation_deadline_s
+        give_up = time.monotonic() + deadline_s
+        while operation.status != done:
+            if time.monotonic() >= give_up:
+                raise ProviderError(
+                    f"GCP operation {operation.name} in {zone} is not done after "
+                    f"{deadline_s:g}s; look at it with `gcloud compute operations describe "
+                    f"{operation.name} --zone {zone}` and re-run (launch and terminate are "
+                    "idempotent)")
+            with gcp.errors(f"waiting for {operation.name} in {zone}"):
+                operation = operations.wait(project=self.project, zone=zone,
+                                            operation=operation.name,
+                                            **gcp.call_options(gcp.SETTINGS.wait_timeout_s))
+        error = gcp.operation_error(operation, zone)
+        if error is not None:
+            raise error
 
     # -- observe --------------------------------------------------------------------------
 
     def _find(self, filter_: str) -> list[Any]:
         instances, _ = self._clients()
-        found = []
-        pages = instances.aggregated_list(
-            request={"project": self.project, "filter": filter_}
-        )
-        for _, scoped in pages:
-            found.extend(scoped.instances)
-        return found
+        with gcp.errors(f"listing the instances of {self.project}"):  # pages load as iterated
+            pages = instances.aggregated_list(request={"project": self.project, "filter": filter_},
+                                              **gcp.call_options())
+            return [i for _, scoped in pages for i in scoped.instances]
 
     def _cluster_instances(self, cluster: str) -> list[Any]:
         return self._find(f'name eq "{_name_pattern(cluster)}"')
@@ -490,7 +451,9 @@ class GcpProvider(Provider):
         for zone in sorted(zones):
             query = {"project": self.project, "zone": zone,
                      "filter": f'operationType="{PREEMPTED_OPERATION}"'}
-            for op in operations.list(request=query):
+            with gcp.errors(f"listing the operations of {zone}"):
+                found = list(operations.list(request=query, **gcp.call_options()))
+            for op in found:
                 node = op.target_link.rsplit("/", 1)[-1]
                 if node in names and self._first(node, "preempted"):
                     at = _timestamp(op.insert_time) or self._clock()
@@ -500,28 +463,28 @@ class GcpProvider(Provider):
     # -- end ------------------------------------------------------------------------------
 
     def terminate(self, nodes: list[Node]) -> None:
-        from google.api_core import exceptions
-
         instances, _ = self._clients()
         pending = []
         for node in nodes:
             try:
-                op = instances.delete_unary(project=self.project, zone=node.zone, instance=node.id)
+                with gcp.errors(f"deleting {node.id} in {node.zone}"):
+                    op = instances.delete_unary(project=self.project, zone=node.zone,
+                                                instance=node.id, **gcp.call_options())
                 pending.append((op, node.zone))
-            except exceptions.NotFound:
+            except NotFoundError:
                 continue  # gone already
         for op, zone in pending:
             try:
                 self._wait(op, zone)
-            except ProviderError as exc:
-                if "not found" not in str(exc).lower():
-                    raise
+            except NotFoundError:
+                pass
 
     def revoke(self, node: Node) -> None:
         instances, _ = self._clients()
-        op = instances.simulate_maintenance_event_unary(
-            project=self.project, zone=node.zone, instance=node.id
-        )
+        with gcp.errors(f"simulating a maintenance event on {node.id}"):
+            op = instances.simulate_maintenance_event_unary(
+                project=self.project, zone=node.zone, instance=node.id, **gcp.call_options()
+            )
         self._wait(op, node.zone)
 
     def leftovers(self, older_than_s: float | None = None) -> list[Node]:

@@ -25,6 +25,9 @@ from cloud.provider import (
     FEATURE_GPU,
     FEATURE_REVOCATION_NOTICE,
     FEATURE_SPOT,
+    LAUNCHED_AT,
+    LAUNCHED_AT_MS,
+    RDZV_PORT,
     ClusterSpec,
     Node,
     NodeState,
@@ -32,6 +35,7 @@ from cloud.provider import (
     Provider,
     ProviderError,
     ProviderEvent,
+    fill,
 )
 
 DEFAULT_STATE_DIR = Path.home() / ".cache" / "gpu-advisor" / "local"
@@ -42,6 +46,7 @@ AGENT_COMMAND = (sys.executable, "-m", "profiler.agent")
 class LocalProvider(Provider):
     name = "local"
     unsupported = frozenset({FEATURE_SPOT, FEATURE_REVOCATION_NOTICE})
+    poll_interval_s = 0.5  # a look is a few system calls: local sweeps stay quick
 
     def __init__(
         self,
@@ -64,32 +69,41 @@ class LocalProvider(Provider):
 
     def plan(self, spec: ClusterSpec) -> list[PlannedRequest]:
         self._check_features(spec)
+        return self._requests(spec, range(spec.nodes))
+
+    def _requests(self, spec: ClusterSpec, indexes) -> list[PlannedRequest]:
+        """One spawn per node: the agent's command, the node's environment (its id carries
+        the launch time) and the agent config the command names."""
         cluster_dir = self.state_dir / spec.cluster
         return [
-            PlannedRequest(self.name, "spawn", {
-                "node": index,
+            PlannedRequest(self.name, "spawn", index, {
                 "command": self._command(cluster_dir, index),
-                "env": self._env(spec, index, f"{spec.cluster}-n{index}-<launch time in ms>"),
-                "config": self._agent_config(spec, index, "127.0.0.1:<free port>"),
+                "env": self._env(spec, index, f"{spec.cluster}-n{index}-{LAUNCHED_AT_MS}"),
+                "config": {**self._agent_config(spec, index, f"127.0.0.1:{RDZV_PORT}"),
+                           "launched_at": LAUNCHED_AT},
             })
-            for index in range(spec.nodes)
+            for index in indexes
         ]
 
     def launch(self, spec: ClusterSpec) -> list[Node]:
-        """Start every node of the cluster that is not running; running ones are kept."""
+        """Start every node of the cluster that is not running (exactly the plan's spawns
+        the first time); running ones are kept."""
         self._check_features(spec)
         cluster_dir = self.state_dir / spec.cluster
         (cluster_dir / "logs").mkdir(parents=True, exist_ok=True)
-        endpoint = f"127.0.0.1:{self._cluster_port(cluster_dir)}"
-        nodes = []
+        port = self._cluster_port(cluster_dir)
+        nodes, missing = {}, []
         for index in range(spec.nodes):
             record = _read_json(cluster_dir / f"node-{index}.json")
-            if record is None or not self._alive(record):
-                if record is not None:
-                    self._pending.setdefault(spec.cluster, []).extend(self._end_events([record]))
-                record = self._spawn(spec, index, endpoint)
-            nodes.append(_node(record))
-        return nodes
+            if record is not None and self._alive(record):
+                nodes[index] = _node(record)
+                continue
+            if record is not None:
+                self._pending.setdefault(spec.cluster, []).extend(self._end_events([record]))
+            missing.append(index)
+        for request in self._requests(spec, missing):
+            nodes[request.node] = _node(self._spawn(spec, request, port))
+        return [nodes[i] for i in range(spec.nodes)]
 
     def list(self, cluster: str) -> dict[str, NodeState]:
         states = {}
@@ -185,23 +199,23 @@ class LocalProvider(Provider):
             _write_json(path, cluster)
         return cluster["port"]
 
-    def _spawn(self, spec: ClusterSpec, index: int, endpoint: str) -> dict[str, Any]:
+    def _spawn(self, spec: ClusterSpec, request: PlannedRequest, port: int) -> dict[str, Any]:
+        """Write the planned config and start the planned command, macros filled in."""
         import psutil
 
-        cluster_dir = self.state_dir / spec.cluster
+        cluster_dir, index = self.state_dir / spec.cluster, request.node
         launched_at = time.time()
-        config = {**self._agent_config(spec, index, endpoint), "launched_at": launched_at}
-        _write_json(cluster_dir / f"agent-{index}.json", config)
-        log = open(cluster_dir / "logs" / f"node-{index}-{int(launched_at * 1000)}.log", "wb")
-        with log:
-            node_id = f"{spec.cluster}-n{index}-{int(launched_at * 1000)}"
-            env = {**os.environ, **self._env(spec, index, node_id)}
-            proc = subprocess.Popen(self._command(cluster_dir, index), env=env, stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
+        ms = int(launched_at * 1000)
+        body = fill(request.body, {LAUNCHED_AT: launched_at, LAUNCHED_AT_MS: ms, RDZV_PORT: port})
+        _write_json(cluster_dir / f"agent-{index}.json", body["config"])
+        with open(cluster_dir / "logs" / f"node-{index}-{ms}.log", "wb") as log:
+            proc = subprocess.Popen(body["command"], env={**os.environ, **body["env"]},
+                                    stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
         self._children[proc.pid] = proc
         record = {
-            "id": node_id, "cluster": spec.cluster, "index": index, "pid": proc.pid,
+            "id": body["env"][NODE_ID_ENV], "cluster": spec.cluster, "index": index,
+            "pid": proc.pid,
             "create_time": psutil.Process(proc.pid).create_time(), "launched_at": launched_at,
             "labels": spec.labels(index), "log": log.name,
         }

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from datetime import date, datetime, timezone
 from typing import Any
 
+from cloud.adaptors import aws
 from cloud.catalog import BUCKETS, Offering
-from cloud.provider import CredentialsError, ProviderError
+from cloud.provider import ProviderError
 
 FAMILIES = {  # instance family -> (GPU, how its GPUs are linked)
     "g4dn": ("T4", "PCIe"),
@@ -204,43 +205,20 @@ def refresh(
     's3' and each region name to a ready client; otherwise they come from `session`."""
     regions = list(regions or REGIONS)
     instance_types = list(instance_types or INSTANCE_TYPES)
-    try:
-        import botocore.exceptions
-    except ImportError:
-        raise ProviderError("boto3 is not installed: pip install 'gpu-advisor[aws]'") from None
     if clients is None:
         clients = _clients(session, regions)
-    try:
+    with aws.errors("the AWS pricing refresh"):
         on_demand = fetch_on_demand(clients["pricing"], instance_types, regions)
         spot = fetch_spot_prices({r: clients[r] for r in regions}, instance_types)
         buckets = fetch_interruption_buckets(clients["s3"], instance_types, regions)
-    except botocore.exceptions.NoCredentialsError:
-        raise _no_credentials() from None
-    except botocore.exceptions.ClientError as error:
-        info = error.response.get("Error", {})
-        raise ProviderError(f"AWS {error.operation_name}: {info.get('Code')}: "
-                            f"{info.get('Message')}") from None  # fmt: skip
-    except botocore.exceptions.BotoCoreError as error:
-        raise ProviderError(f"AWS pricing refresh failed: {error}") from None
     return build(on_demand, spot, buckets)
 
 
-def _no_credentials() -> CredentialsError:
-    return CredentialsError(
-        "no AWS credentials: set AWS_PROFILE (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), "
-        "or run `aws configure`"
-    )
-
-
 def _clients(session, regions):
-    import boto3
-    from botocore import UNSIGNED
-    from botocore.config import Config
-
-    session = session or boto3.Session()
-    if session.get_credentials() is None:
-        raise _no_credentials()
-    clients = {"pricing": session.client("pricing", region_name=PRICING_REGION)}
-    clients["s3"] = session.client("s3", config=Config(signature_version=UNSIGNED))
-    clients.update({r: session.client("ec2", region_name=r) for r in regions})
+    session = session or aws.session("the AWS pricing APIs")
+    clients = {"pricing": aws.make_client("pricing", PRICING_REGION, session=session)}
+    # The Spot Instance Advisor's object is public: read it unsigned.
+    clients["s3"] = aws.make_client("s3", session=session,
+                                    signature_version=aws.sdk("botocore").UNSIGNED)
+    clients.update({r: aws.make_client("ec2", r, session=session) for r in regions})
     return clients

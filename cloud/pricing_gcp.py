@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from datetime import date
 from typing import Any
 
+from cloud.adaptors import gcp
 from cloud.catalog import Offering
-from cloud.provider import CredentialsError, ProviderError
 
 BILLING_ENDPOINT = "https://cloudbilling.googleapis.com"
 COMPUTE_SERVICE = "services/6F81-5844-456A"  # Compute Engine
@@ -69,30 +69,12 @@ USAGE = {"OnDemand": False, "Preemptible": True}  # usageType -> spot
 
 
 def authorized_session():
-    """A requests session carrying Application Default Credentials."""
-    try:
-        import google.auth
-        import google.auth.exceptions
-        from google.auth.transport.requests import AuthorizedSession
-    except ImportError:
-        raise ProviderError(
-            "google-auth is not installed: pip install 'gpu-advisor[gcp]'"
-        ) from None
-    try:
-        credentials, _ = google.auth.default(scopes=[SCOPE])
-    except google.auth.exceptions.DefaultCredentialsError:
-        raise CredentialsError(
-            "no Google Cloud credentials: run `gcloud auth application-default login` "
-            "or set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file"
-        ) from None
-    return AuthorizedSession(credentials)
+    """A requests session carrying Application Default Credentials with the billing scope."""
+    return gcp.authorized_session("the Cloud Billing API", [SCOPE])
 
 
 def fetch_skus(session, endpoint: str = BILLING_ENDPOINT) -> list[dict[str, Any]]:
     """Every Compute Engine SKU, following nextPageToken."""
-    import google.auth.exceptions
-    import requests
-
     url = f"{endpoint.rstrip('/')}/v1/{COMPUTE_SERVICE}/skus"
     skus: list[dict[str, Any]] = []
     token = ""
@@ -100,29 +82,11 @@ def fetch_skus(session, endpoint: str = BILLING_ENDPOINT) -> list[dict[str, Any]
         params = {"currencyCode": "USD", "pageSize": PAGE_SIZE}
         if token:
             params["pageToken"] = token
-        try:
-            response = session.get(url, params=params, timeout=60)
-        except google.auth.exceptions.RefreshError as error:
-            raise CredentialsError(f"Google Cloud credentials were refused: {error}") from None
-        except (requests.RequestException, google.auth.exceptions.TransportError) as error:
-            raise ProviderError(
-                f"cannot reach the Cloud Billing API at {endpoint} (or its token endpoint): {error}"
-            ) from None
-        if response.status_code != 200:
-            raise ProviderError(f"Cloud Billing API: HTTP {response.status_code}: "
-                                f"{_error_message(response)}")  # fmt: skip
-        page = response.json()
+        page = gcp.get_json(session, url, params, f"the Cloud Billing API at {endpoint}")
         skus.extend(page.get("skus", []))
         token = page.get("nextPageToken", "")
         if not token:
             return skus
-
-
-def _error_message(response) -> str:
-    try:
-        return response.json()["error"]["message"]
-    except (ValueError, KeyError, TypeError):
-        return response.text[:200]
 
 
 def unit_price(sku: dict[str, Any]) -> float:

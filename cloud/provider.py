@@ -53,6 +53,19 @@ class CredentialsError(ProviderError):
     """No usable credentials were found."""
 
 
+class NotFoundError(ProviderError):
+    """The resource a call names does not exist (any more)."""
+
+
+class ConflictError(ProviderError):
+    """The resource a call would create exists already."""
+
+
+class SinkError(ProviderError):
+    """A results sink (cloud/sinks.py) that cannot be used: a bad URL, a missing bucket, no
+    access to it; the message names the fix."""
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     """What to launch for one trial."""
@@ -114,23 +127,73 @@ class ProviderEvent:
 
 @dataclass(frozen=True)
 class PlannedRequest:
-    """One request a launch would send, for `--dry-run`."""
+    """One request `launch` sends: `body` exactly as it is sent, once its macros are filled
+    in (torchx's `schedule(dryrun)`); `--dry-run` shows it with them unfilled."""
 
     provider: str
     action: str  # e.g. "compute.instances.insert", "ec2.RunInstances", "spawn"
+    node: int
     body: dict[str, Any]
+    where: dict[str, Any] = field(default_factory=dict)  # not sent: region, zones in order
+
+
+# What a plan cannot know before its requests go out; `launch` fills them in as it sends.
+LAUNCHED_AT = "${launched_at}"  # time.time() when the request is sent
+LAUNCHED_AT_MS = "${launched_at_ms}"  # the same, in whole milliseconds
+NODE0_ADDRESS = "${node0_address}"  # node 0's internal address, once node 0 exists
+PROJECT = "${project}"  # the project of the credentials (gcp, when none is given)
+SUBNET = "${subnet}"  # the default subnet of the zone launched in (aws)
+RDZV_PORT = "${rdzv_port}"  # the cluster's rendezvous port on this machine (local)
+
+
+def rendezvous_host(index: int, live: dict[int, Node]) -> str | None:
+    """Where node `index` rendezvous: node 0 hosts; the others are told node 0's internal
+    address, a macro while node 0 is yet to be made."""
+    if index == 0:
+        return None
+    return live[0].internal_address if 0 in live else NODE0_ADDRESS
+
+
+def sent_values(launched_at: float, nodes: dict[int, Node]) -> dict[str, Any]:
+    """The macros a launch knows as it sends a request: the time, and node 0's address once
+    node 0 exists."""
+    values: dict[str, Any] = {LAUNCHED_AT: launched_at}
+    if 0 in nodes and nodes[0].internal_address:
+        values[NODE0_ADDRESS] = nodes[0].internal_address
+    return values
+
+
+def fill(value: Any, values: dict[str, Any]) -> Any:
+    """`value` with its macros replaced: a string that is one macro becomes the value itself,
+    a macro inside a longer string (a startup script) its text."""
+    if isinstance(value, dict):
+        return {key: fill(item, values) for key, item in value.items()}
+    if isinstance(value, list):
+        return [fill(item, values) for item in value]
+    if not isinstance(value, str):
+        return value
+    if value in values:
+        return values[value]
+    for macro, known in values.items():
+        value = value.replace(macro, str(known))
+    return value
 
 
 class Provider(abc.ABC):
     name: ClassVar[str]
     unsupported: ClassVar[frozenset[str]] = frozenset()
+    # Seconds between the orchestrator's looks at a running trial (its events, its nodes,
+    # its records): a cloud's API quotas are counted per minute, and a VM takes minutes to
+    # start. Set per instance to look faster (tests).
+    poll_interval_s: float = 15.0
 
     def supports(self, feature: str) -> bool:
         return feature not in self.unsupported
 
     @abc.abstractmethod
     def plan(self, spec: ClusterSpec) -> list[PlannedRequest]:
-        """The requests `launch(spec)` would send; sends nothing."""
+        """The requests `launch(spec)` sends for the cluster from nothing, node 0 first; sends
+        nothing, needs no SDK."""
 
     @abc.abstractmethod
     def launch(self, spec: ClusterSpec) -> list[Node]:

@@ -1,11 +1,28 @@
-"""Record sinks in object storage: `gs://BUCKET/PREFIX` (google-cloud-storage) and
-`s3://BUCKET/PREFIX` (boto3), with the interface of profiler/sink.py.
+"""Where records go: one sink per cluster, addressed by URL; the nodes write it, the
+orchestrator reads the cluster's records back through the same kind of object.
 
-Objects cannot be appended to, so every append is one object, a batch of JSON lines, under
-PREFIX/<cluster>/node-<i>/; it is written at once, so a record survives the revocation of
-the node that wrote it. `read_all` lists the cluster's prefix and merges every object; objects
-never change, so each is downloaded only once per sink. Nodes reach the bucket with their
-instance identity (GCP service account, EC2 instance profile), never with keys.
+    open_sink(url, cluster, *, client=None) -> Sink
+
+- `file://DIR` (or a plain path) writes DIR/<cluster>/node-<i>.jsonl, one file per node,
+  each record one line appended with O_APPEND and written through at once, so that a record
+  survives the SIGKILL of its writer and several processes of a node can append to the
+  same file (each line goes in one write() call).
+- `gs://BUCKET/PREFIX` and `s3://BUCKET/PREFIX` write objects through the bucket clients of
+  the cloud adaptors (cloud/adaptors/gcp.py, aws.py); `client` is the SDK client to use
+  (google-cloud-storage or boto3 S3), by default one with the machine's own credentials.
+  Objects cannot be appended to, so every append is one object, a batch of JSON lines, under
+  PREFIX/<cluster>/node-<i>/, written at once, so a record survives the revocation of the
+  node that wrote it. Objects never change, so each is downloaded only once per sink. Nodes
+  reach the bucket with their instance identity (GCP service account, EC2 instance
+  profile), never with keys.
+
+The interface every sink implements:
+
+    append(record: dict) -> None      store one record; `record["node"]` picks the node's file
+    read_all() -> list[dict]          every record of the cluster, all nodes, ordered by "t"
+    close() -> None                   release what the sink holds (idempotent)
+
+Errors are SinkError, one line that names the fix.
 """
 
 from __future__ import annotations
@@ -13,23 +30,63 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from urllib.parse import urlparse
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import unquote, urlparse
 
-from profiler.records import dumps, parse_lines
-from profiler.sink import SinkError
+from cloud.adaptors import aws, gcp
+from cloud.provider import SinkError
+from gpuadvisor.records import dumps, parse_lines
+
+BUCKETS = {"gs": gcp.GcsBucket, "s3": aws.S3Bucket}
+
+
+class Sink(Protocol):
+    def append(self, record: dict) -> None: ...
+
+    def read_all(self) -> list[dict]: ...
+
+    def close(self) -> None: ...
+
+
+class FileSink:
+    """Records in DIR/<cluster>/node-<i>.jsonl."""
+
+    def __init__(self, url: str, cluster: str):
+        self.root = Path(_local_path(url)) / cluster
+        self._fds: dict[int, int] = {}
+
+    def _fd(self, node: int) -> int:
+        if node not in self._fds:
+            self.root.mkdir(parents=True, exist_ok=True)
+            path = self.root / f"node-{int(node)}.jsonl"
+            self._fds[node] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        return self._fds[node]
+
+    def append(self, record: dict) -> None:
+        # One write() per line: O_APPEND makes concurrent appends land whole, and the bytes are
+        # in the kernel as soon as it returns, whatever happens to this process afterwards.
+        os.write(self._fd(record["node"]), dumps(record).encode())
+
+    def read_all(self) -> list[dict]:
+        records: list[dict] = []
+        for path in sorted(self.root.glob("node-*.jsonl")):
+            with open(path, encoding="utf-8") as lines:
+                records.extend(parse_lines(lines, str(path)))
+        return sorted(records, key=lambda r: r["t"])
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
 
 
 class ObjectSink:
-    """What both sinks share; a subclass provides _put, _keys and _get."""
+    """Records in a bucket (GcsBucket, S3Bucket), one object per append."""
 
-    scheme = ""
-
-    def __init__(self, url: str, cluster: str):
-        parsed = urlparse(url)
-        if parsed.scheme != self.scheme or not parsed.netloc:
-            raise SinkError(f"{url}: expected {self.scheme}://BUCKET/PREFIX")
-        self.url, self.bucket = url, parsed.netloc
-        prefix = parsed.path.strip("/")
+    def __init__(self, url: str, cluster: str, bucket):
+        self.url, self.bucket = url, bucket
+        prefix = urlparse(url).path.strip("/")
         self.prefix = f"{prefix}/{cluster}/" if prefix else f"{cluster}/"
         self._seq = itertools.count()
         self._cache: dict[str, list[dict]] = {}
@@ -44,108 +101,38 @@ class ObjectSink:
     def append_batch(self, records: list[dict]) -> None:
         """One object for records of one node."""
         if records:
-            self._put(self._key(records[0]["node"]), "".join(dumps(r) for r in records).encode())
+            self.bucket.put(self._key(records[0]["node"]), "".join(dumps(r) for r in records).encode())
 
     def read_all(self) -> list[dict]:
-        for key in self._keys(self.prefix):
+        for key in self.bucket.keys(self.prefix):
             if key not in self._cache and key.endswith(".jsonl"):
-                text = self._get(key).decode("utf-8")
-                self._cache[key] = list(parse_lines(text.splitlines(keepends=True), self._where(key)))
+                text = self.bucket.get(key).decode("utf-8")
+                where = f"{self.bucket.url}/{key}"
+                self._cache[key] = list(parse_lines(text.splitlines(keepends=True), where))
         return sorted((r for rs in self._cache.values() for r in rs), key=lambda r: r["t"])
-
-    def _where(self, key: str) -> str:
-        return f"{self.scheme}://{self.bucket}/{key}"
 
     def close(self) -> None:
         pass  # nothing is held open between calls
 
-    def _put(self, key: str, data: bytes) -> None:
-        raise NotImplementedError
 
-    def _keys(self, prefix: str) -> list[str]:
-        raise NotImplementedError
-
-    def _get(self, key: str) -> bytes:
-        raise NotImplementedError
-
-
-class GcsSink(ObjectSink):
-    scheme = "gs"
-
-    def __init__(self, url: str, cluster: str, *, client=None):
-        super().__init__(url, cluster)
-        if client is None:
-            try:
-                from google.cloud import storage
-                from google.auth.exceptions import DefaultCredentialsError
-            except ImportError:
-                raise SinkError(f"{url}: gs:// needs google-cloud-storage; pip install "
-                                "'gpu-advisor[gcp]'") from None
-            try:
-                client = storage.Client()
-            except DefaultCredentialsError:
-                raise SinkError(f"{url}: no Google credentials; run `gcloud auth "
-                                "application-default login` (nodes use their service account)") from None
-        self._bucket = client.bucket(self.bucket)
-        self._client = client
-
-    def _put(self, key: str, data: bytes) -> None:
-        self._bucket.blob(key).upload_from_string(data, content_type="application/x-ndjson")
-
-    def _keys(self, prefix: str) -> list[str]:
-        from google.api_core import exceptions
-
-        try:
-            return [b.name for b in self._client.list_blobs(self.bucket, prefix=prefix)]
-        except exceptions.NotFound:
-            raise SinkError(f"gs://{self.bucket}: no such bucket; create it with "
-                            f"`gcloud storage buckets create gs://{self.bucket}`") from None
-
-    def _get(self, key: str) -> bytes:
-        return self._bucket.blob(key).download_as_bytes()
+def _local_path(url: str) -> str:
+    if "://" not in url:
+        return url
+    parsed = urlparse(url)
+    if parsed.netloc not in ("", "localhost"):
+        raise SinkError(f"{url}: a file:// URL names a local directory, e.g. file:///tmp/runs")
+    return unquote(parsed.path)
 
 
-class S3Sink(ObjectSink):
-    scheme = "s3"
-
-    def __init__(self, url: str, cluster: str, *, client=None):
-        super().__init__(url, cluster)
-        if client is None:
-            try:
-                import boto3
-            except ImportError:
-                raise SinkError(f"{url}: s3:// needs boto3; pip install 'gpu-advisor[aws]'") from None
-            client = boto3.client("s3")
-        self._client = client
-
-    def _call(self, method, **kwargs):
-        from botocore.exceptions import ClientError, NoCredentialsError
-
-        try:
-            return method(Bucket=self.bucket, **kwargs)
-        except NoCredentialsError:
-            raise SinkError(f"s3://{self.bucket}: no AWS credentials; run `aws configure` "
-                            "(nodes use their instance profile)") from None
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code == "NoSuchBucket":
-                raise SinkError(f"s3://{self.bucket}: no such bucket; create it with "
-                                f"`aws s3 mb s3://{self.bucket}`") from None
-            raise SinkError(f"s3://{self.bucket}: {code}: {exc}") from None
-
-    def _put(self, key: str, data: bytes) -> None:
-        self._call(self._client.put_object, Key=key, Body=data,
-                   ContentType="application/x-ndjson")
-
-    def _keys(self, prefix: str) -> list[str]:
-        keys, token = [], None
-        while True:
-            extra = {"ContinuationToken": token} if token else {}
-            page = self._call(self._client.list_objects_v2, Prefix=prefix, **extra)
-            keys += [o["Key"] for o in page.get("Contents", [])]
-            token = page.get("NextContinuationToken")
-            if not token:
-                return keys
-
-    def _get(self, key: str) -> bytes:
-        return self._call(self._client.get_object, Key=key)["Body"].read()
+def open_sink(url: str, cluster: str, *, client=None) -> Sink:
+    """The sink for `url` (file://, gs://, s3:// or a plain directory path) and a cluster."""
+    scheme = urlparse(url).scheme if "://" in url else "file"
+    if scheme == "file":
+        return FileSink(url, cluster)
+    if scheme not in BUCKETS:
+        raise SinkError(f"{url}: unknown sink scheme {scheme!r}; use file://DIR, gs://BUCKET "
+                        "or s3://BUCKET")
+    bucket = urlparse(url).netloc
+    if not bucket:
+        raise SinkError(f"{url}: expected {scheme}://BUCKET/PREFIX")
+    return ObjectSink(url, cluster, BUCKETS[scheme](bucket, client=client))

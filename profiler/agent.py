@@ -4,11 +4,12 @@
 
 It records `agent_start`, starts torchrun with the training worker (profiler/worker.py) as a
 child in its own process group, runs the provider's revocation-notice watcher
-(profiler/agent_watchers.py), which on a notice records it and sends SIGUSR1 to the workers
-(rank 0 then checkpoints at once), waits, records `agent_exit` and exits with torchrun's code.
-It takes its children with it: torchrun gets SIGKILL from the kernel when the agent dies
-(PR_SET_PDEATHSIG), and each worker when torchrun dies, so killing the agent's process group,
-even with SIGKILL, leaves nothing running. SIGTERM or SIGINT to the agent stop the run.
+(profiler/agent_watchers.py; profiler/watcher_gcp.py, watcher_aws.py), which on a notice
+records it and sends SIGUSR1 to the workers (rank 0 then checkpoints at once), waits,
+records `agent_exit` and exits with torchrun's code. It takes its children with it:
+torchrun gets SIGKILL from the kernel when the agent dies (PR_SET_PDEATHSIG), and each
+worker when torchrun dies, so killing the agent's process group, even with SIGKILL, leaves
+nothing running. SIGTERM or SIGINT to the agent stop the run.
 
 agent.json (AgentConfig; keys not listed are ignored, so providers may add their own):
 
@@ -48,9 +49,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cloud.provider import ProviderError
+from cloud.sinks import open_sink
+from gpuadvisor.records import Recorder
 from profiler.agent_watchers import WatcherError, get_watcher
-from profiler.records import Recorder, boot_time, process_start_time
-from profiler.sink import SinkError, open_sink
+from profiler.clock import boot_time, process_start_time
 from profiler.worker import ConfigError, WorkerConfig, first_problem, read_config
 
 # Without it, restarts after a lost node hang or fail over gloo (pytorch issue 135712).
@@ -214,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config)
         get_watcher(config.provider)  # fail before starting anything
         return run(config, started_at)
-    except (ConfigError, SinkError, WatcherError) as exc:
+    except (ConfigError, ProviderError, WatcherError) as exc:  # SinkError is a ProviderError
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

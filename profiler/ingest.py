@@ -1,4 +1,4 @@
-"""From a trial's records (profiler/records.py) and what the orchestrator itself saw, to the
+"""From a trial's records (gpuadvisor/records.py) and what the orchestrator itself saw, to the
 rows of the measurement store: the trial, its revocations, start-ups and checkpoints.
 
 Pure functions of their inputs, so every figure here can be checked against the records

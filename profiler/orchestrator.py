@@ -29,12 +29,11 @@ from profiler.progress import SweepDisplay, trial_phase
 from profiler.revocation import Revoker
 from profiler.spec import SweepSpec, Trial
 
-POLL_S = 0.5
 EXIT_GRACE_S = 10.0  # how long a finished or dying cluster gets to write its last records
 DEADLINE_MARGIN_S = 60.0
 PLANNED_STARTUP_S = 120.0  # start-up assumed per trial when estimating the cost
-# How late after its planned time a revocation may come (a poll, reading the records, the
-# kill); the first attempt measures at least this much past the revocation time.
+# How late after its planned time a revocation may come once the first step is seen (reading
+# the records, the kill); see revocation_slack_s.
 REVOCATION_SLACK_S = 3.0
 
 
@@ -50,34 +49,35 @@ class SweepOutcome:
     spent_usd: float = 0.0
 
 
-def cluster_spec(spec: SweepSpec, trial: Trial, provider: str, results: str) -> ClusterSpec:
+def cluster_spec(spec: SweepSpec, trial: Trial, provider: Provider, results: str
+                 ) -> ClusterSpec:
     return ClusterSpec(
         sweep=spec.name, trial=trial.key, nodes=trial.nodes, instance_type=trial.instance_type,
         region=trial.region, zones=trial.zones, gpu_type=trial.gpu_type,
-        gpus_per_node=trial.gpus_per_node,
-        spot=trial.spot, image=trial.image, max_run_seconds=int(deadline_s(trial) + 600),
+        gpus_per_node=trial.gpus_per_node, spot=trial.spot, image=trial.image,
+        max_run_seconds=int(deadline_s(trial, provider) + 600),
         agent_config=agent_config(trial, provider, results),
     )
 
 
-def agent_config(trial: Trial, provider: str, results: str) -> dict[str, Any]:
+def agent_config(trial: Trial, provider: Provider, results: str) -> dict[str, Any]:
     """What every node agent of the trial gets (profiler/agent.py's AgentConfig); the
     provider adds the node index, cluster size, rendezvous endpoint and launch time."""
     config = {
-        "provider": provider,
+        "provider": provider.name,
         "sink": results,
         "nproc_per_node": trial.nproc_per_node,
         "gpus_per_node": trial.gpus_per_node,
-        "checkpoint_dir": checkpoint_dir(trial, provider, results),
+        "checkpoint_dir": checkpoint_dir(trial, provider.name, results),
         "worker": {
             "model": trial.model, "batch_per_gpu": trial.batch_per_gpu,
             "precision": trial.precision, "image_size": trial.image_size,
             "seq_len": trial.seq_len, "tolerance": trial.tolerance,
-            "max_seconds": trial.max_seconds, "min_seconds": min_seconds(trial),
+            "max_seconds": trial.max_seconds, "min_seconds": min_seconds(trial, provider),
             "checkpoint_every_steps": trial.checkpoint_every,
         },
     }
-    if provider == "local":
+    if provider.name == "local":
         # A local node is the same hardware whatever the cluster size, as a VM type is: one
         # core per worker process. (Threads beyond the free cores make OpenMP spin, and a
         # 1-node trial would then be slower per worker than a 2-node one.)
@@ -93,18 +93,26 @@ def checkpoint_dir(trial: Trial, provider: str, results: str) -> str | None:
     return None
 
 
-def min_seconds(trial: Trial) -> float:
+def revocation_slack_s(provider: Provider) -> float:
+    """How late after its planned time a revocation may come: the sweep may see the first
+    step one poll interval late, and reading the records and the kill take a little more."""
+    return max(REVOCATION_SLACK_S, provider.poll_interval_s)
+
+
+def min_seconds(trial: Trial, provider: Provider) -> float:
     """How long the job's first attempt measures at least: past the planned revocation, so
     that an estimate stable sooner does not end the trial before it (the attempt after the
     recovery then measures to a stable figure of its own)."""
-    return trial.revoke_at + REVOCATION_SLACK_S if trial.revoke_node is not None else 0.0
+    if trial.revoke_node is None:
+        return 0.0
+    return trial.revoke_at + revocation_slack_s(provider)
 
 
-def deadline_s(trial: Trial) -> float:
+def deadline_s(trial: Trial, provider: Provider) -> float:
     """The longest a trial may take from launch before it is abandoned: start-up, the first
     attempt up to the revocation, the recovery (a start-up again) and the measurement."""
     recovery = trial.startup_timeout if trial.revoke_node is not None else 0.0
-    return (trial.startup_timeout + min_seconds(trial) + recovery + trial.max_seconds
+    return (trial.startup_timeout + min_seconds(trial, provider) + recovery + trial.max_seconds
             + DEADLINE_MARGIN_S)
 
 
@@ -122,15 +130,15 @@ def price_per_node_hour(provider: str, trial: Trial) -> float | None:
         raise ProviderError(f"{exc} (in the spec: gpu_type, gpus_per_node)") from None
 
 
-def estimated_cost(provider: str, trial: Trial) -> float:
-    price = price_per_node_hour(provider, trial) or 0.0
-    return price * trial.nodes * (PLANNED_STARTUP_S + deadline_s(trial)) / 3600
+def estimated_cost(provider: Provider, trial: Trial) -> float:
+    price = price_per_node_hour(provider.name, trial) or 0.0
+    return price * trial.nodes * (PLANNED_STARTUP_S + deadline_s(trial, provider)) / 3600
 
 
 def dry_run_sweep(spec: SweepSpec, provider: Provider, results: str
                ) -> list[tuple[Trial, list[PlannedRequest]]]:
     """Every trial and the requests its launch would send; sends nothing."""
-    return [(t, provider.plan(cluster_spec(spec, t, provider.name, results)))
+    return [(t, provider.plan(cluster_spec(spec, t, provider, results)))
             for t in spec.trials()]
 
 
@@ -149,7 +157,7 @@ def run_sweep(spec: SweepSpec, store: Store, provider: Provider, results: str, *
                 display.done(f"trial {number}/{len(trials)} {_label(trial)}: already in the "
                              f"store, skipped")
                 continue
-            cost = estimated_cost(provider.name, trial)
+            cost = estimated_cost(provider, trial)
             if max_cost is not None and outcome.spent_usd + cost > max_cost:
                 raise BudgetExceeded(
                     f"trial {number}/{len(trials)} would take the estimated spend to "
@@ -189,10 +197,10 @@ class TrialRun:
 
     def __init__(self, spec: SweepSpec, trial: Trial, provider: Provider, results: str,
                  display: SweepDisplay):
-        from profiler.sink import open_sink
+        from cloud.sinks import open_sink
 
         self.spec, self.trial, self.provider, self.display = spec, trial, provider, display
-        self.cluster = cluster_spec(spec, trial, provider.name, results)
+        self.cluster = cluster_spec(spec, trial, provider, results)
         self.sink = open_sink(results, self.cluster.cluster)
         self.revoker = Revoker(provider, self.cluster, trial.revoke_node, trial.revoke_at,
                                on_lost=self._wipe_local_disk)
@@ -240,17 +248,18 @@ class TrialRun:
         self.started = time.time()
         nodes = self.provider.launch(self.cluster)
         self._note_launched(nodes)
-        ended_at = None
+        ended_at = first_step = None
         while True:
-            time.sleep(POLL_S)
+            self._pause(first_step)
             now = time.time()
             self.records = [r for r in self.sink.read_all() if r["t"] >= self.started - 1]
             first_step = ingest.cluster_first_step(self.records)
             self._show()
             result = ingest.final_result(self.records)
             if result is not None and self.revoker.pending:
+                slack = revocation_slack_s(self.provider)
                 return (f"training finished before the revocation at {trial.revoke_at:.0f}s "
-                        f"(the sweep could not revoke within {REVOCATION_SLACK_S:.0f}s of it); "
+                        f"(the sweep could not revoke within {slack:.0f}s of it); "
                         "see the node logs, or lower revocation.at_seconds")
             if self.revoker.due(first_step, now):
                 self.display.phase("revoked")
@@ -268,19 +277,29 @@ class TrialRun:
                 return (f"the cluster did not train within startup_timeout="
                         f"{trial.startup_timeout:.0f}s (nodes whose agent never reported: "
                         f"{silent or 'none'}); raise startup_timeout or see the node logs")
-            if now - self.started > deadline_s(trial):
-                return f"the trial passed its deadline of {deadline_s(trial):.0f}s without a result"
+            if now - self.started > deadline_s(trial, self.provider):
+                return (f"the trial passed its deadline of "
+                        f"{deadline_s(trial, self.provider):.0f}s without a result")
             if ended_at is None and self._node_zero_exited():
                 ended_at = now
             if ended_at is not None and now - ended_at > EXIT_GRACE_S:
                 return ingest.error_message(self.records) or "node 0 exited without a result"
+
+    def _pause(self, first_step: float | None) -> None:
+        """One poll interval of the provider, or less when the planned revocation falls due
+        sooner."""
+        pause = self.provider.poll_interval_s
+        due = self.revoker.due_at(first_step)
+        if due is not None:
+            pause = min(pause, max(0.0, due - time.time()))
+        time.sleep(pause)
 
     def _await_exit(self) -> None:
         """Let the agents finish on their own after the result (their last records too)."""
         deadline = time.time() + EXIT_GRACE_S
         while time.time() < deadline and NodeState.RUNNING in set(
                 self.provider.list(self.cluster.cluster).values()):
-            time.sleep(POLL_S)
+            time.sleep(min(self.provider.poll_interval_s, max(0.0, deadline - time.time())))
         self.records = [r for r in self.sink.read_all() if r["t"] >= self.started - 1]
 
     def _note_launched(self, nodes: list[Node]) -> None:

@@ -35,9 +35,15 @@ class Revoker:
         return self.planned_node is not None and not any(
             s.node == self.planned_node for s in self.seen)
 
+    def due_at(self, first_step_t: float | None) -> float | None:
+        """When the planned revocation falls due, once the first step is known."""
+        if not self.pending or first_step_t is None:
+            return None
+        return first_step_t + self.planned_after
+
     def due(self, first_step_t: float | None, now: float) -> bool:
-        return (self.pending and first_step_t is not None
-                and now >= first_step_t + self.planned_after)
+        due_at = self.due_at(first_step_t)
+        return due_at is not None and now >= due_at
 
     def revoke_planned(self, nodes: list[Node]) -> list[Node]:
         """Revoke the planned node now and launch its replacement; returns the new nodes."""

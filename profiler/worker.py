@@ -15,7 +15,7 @@ for the GPU; perf_counter on CPU), feeds them to the stopping rule (profiler/sta
 checkpoints, and decides when to stop (stable, or max_seconds; the job's first attempt not
 before min_seconds, which the sweep sets past a planned revocation), which it tells the other ranks every CHECK_EVERY steps
 over a gloo group; any rank that got SIGUSR1 (its node will be revoked) makes rank 0 save a
-checkpoint at that point. Records (profiler/records.py) go to the sink. After a torchrun restart the
+checkpoint at that point. Records (gpuadvisor/records.py) go to the sink. After a torchrun restart the
 worker resumes from the latest checkpoint and measures afresh.
 """
 
@@ -35,9 +35,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gpuadvisor.vocab import PRECISIONS, check_precision
 
+from cloud.sinks import open_sink
+from gpuadvisor.records import Recorder
 from profiler import checkpoint, zoo
-from profiler.records import Recorder, process_start_time
-from profiler.sink import open_sink
+from profiler.clock import process_start_time
 from profiler.stability import StoppingRule
 
 CHECK_EVERY = 10  # steps between stop decisions shared by all ranks

@@ -48,3 +48,13 @@ def one_thread(monkeypatch):
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def quick_gcp_retries(monkeypatch):
+    """GCP calls retried for half a second, 10 ms apart, instead of for minutes."""
+    from cloud.adaptors import gcp
+
+    settings = gcp.Settings(retry_deadline_s=0.5, retry_first_s=0.01, retry_max_s=0.05)
+    monkeypatch.setattr(gcp, "SETTINGS", settings)
+    return settings

@@ -13,10 +13,11 @@ import time
 import psutil
 import pytest
 
+from cloud.provider import SinkError
+from cloud.sinks import open_sink
+from gpuadvisor.records import RecordError, Recorder
 from profiler import agent
 from profiler.checkpoint import StepMarker
-from profiler.records import RecordError, Recorder
-from profiler.sink import SinkError, open_sink
 
 WORKLOAD = {"model": "mobilenet_v2", "batch_per_gpu": 4, "image_size": 16}  # fast on a CPU
 

@@ -4,15 +4,32 @@ zone fallback on InsufficientInstanceCapacity, events, cleanup discovery, creden
 from __future__ import annotations
 
 import base64
+import copy
 
 import pytest
 
 pytest.importorskip("boto3")
 
-from fakes.aws import aws, aws_provider, inject_stockout, moto_endpoint, without_aws_credentials  # noqa: E402,F401
+from fakes.aws import (  # noqa: E402,F401
+    AMI_PARAMETER,
+    aws,
+    aws_provider,
+    inject_stockout,
+    moto_endpoint,
+    without_aws_credentials,
+)
 
 from cloud.aws import DEFAULT_AMI_PARAMETER, AwsProvider  # noqa: E402
-from cloud.provider import CapacityError, ClusterSpec, CredentialsError, NodeState  # noqa: E402
+from cloud.provider import (  # noqa: E402
+    LAUNCHED_AT,
+    NODE0_ADDRESS,
+    SUBNET,
+    CapacityError,
+    ClusterSpec,
+    CredentialsError,
+    NodeState,
+    fill,
+)
 
 
 def spec(**fields) -> ClusterSpec:
@@ -127,8 +144,35 @@ def test_plan_sends_nothing(aws, moto_endpoint):
     provider = AwsProvider("us-east-1", ec2=object(), ssm=object())  # any call would fail
     planned = provider.plan(spec())
     assert [p.action for p in planned] == ["ec2.RunInstances"] * 2
-    assert planned[0].body["ImageId"] == f"<ssm:{DEFAULT_AMI_PARAMETER}>"
-    assert planned[0].body["zones_in_order"] == ["us-east-1a", "us-east-1b"]
+    assert planned[0].body["ImageId"] == f"${{ssm:{DEFAULT_AMI_PARAMETER}}}"
+    assert planned[0].body["SubnetId"] == SUBNET and [p.node for p in planned] == [0, 1]
+    assert planned[0].where["zones"] == ["us-east-1a", "us-east-1b"]
+
+
+def test_launch_sends_exactly_the_planned_requests(aws):
+    ec2, sent = aws["ec2"], []
+    ec2.meta.events.register("provide-client-params.ec2.RunInstances",
+                             lambda params, **_: sent.append(copy.deepcopy(params)))
+    provider = aws_provider(aws, clock=lambda: 1700000000.5)
+    planned = provider.plan(spec())
+    nodes = provider.launch(spec())
+    subnets = {s["AvailabilityZone"]: s["SubnetId"] for s in ec2.describe_subnets()["Subnets"]}
+    # What a launch learns as it goes: the image, the zone's subnet, the time, node 0's address.
+    values = {f"${{ssm:{AMI_PARAMETER}}}": aws["image"], SUBNET: subnets["us-east-1a"],
+              LAUNCHED_AT: 1700000000.5, NODE0_ADDRESS: nodes[0].internal_address}
+    assert sent == [fill(p.body, values) for p in planned]
+    assert nodes[0].internal_address in sent[1]["UserData"]
+
+
+def test_clients_it_makes_retry_adaptively_within_timeouts(monkeypatch):
+    from fakes.aws import FAKE_CREDENTIALS
+
+    for key, value in FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
+    for made in AwsProvider("us-east-1")._clients():
+        config = made.meta.config
+        assert config.retries == {"mode": "adaptive", "total_max_attempts": 9}  # 8 retries
+        assert (config.connect_timeout, config.read_timeout) == (10.0, 60.0)
 
 
 def test_missing_credentials_is_a_clear_error(monkeypatch, tmp_path):

@@ -39,7 +39,10 @@ results: s3://results/runs
 
 
 def test_silent_nodes_time_out_and_are_all_terminated(aws, tmp_path, monkeypatch):
+    from cloud.aws import AwsProvider
+
     monkeypatch.setenv("AWS_ENDPOINT_URL", aws["endpoint"])
+    monkeypatch.setattr(AwsProvider, "poll_interval_s", 0.2)  # moto answers at once
     from fakes.aws import client
 
     client(aws["endpoint"], "s3").create_bucket(Bucket="results")

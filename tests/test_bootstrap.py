@@ -3,7 +3,7 @@
 import pytest
 
 from cloud.bootstrap import check_no_credentials, startup_script
-from cloud.provider import ClusterSpec, ProviderError
+from cloud.provider import LAUNCHED_AT, ClusterSpec, ProviderError, fill
 
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
@@ -14,8 +14,10 @@ def spec(**agent_config) -> ClusterSpec:
 
 
 def test_script_writes_config_and_starts_the_agent():
-    script = startup_script(spec(), 1, provider="aws", rendezvous_host="10.0.0.5",
-                            shutdown_after_s=3601, launched_at=1.5)
+    planned = startup_script(spec(), 1, provider="aws", rendezvous_host="10.0.0.5",
+                             shutdown_after_s=3601)
+    assert '"launched_at": ${launched_at}' in planned
+    script = fill(planned, {LAUNCHED_AT: 1.5})  # as the launch sends it
     assert script.startswith("#!/bin/bash\n")
     assert "shutdown -h +61 " in script
     assert '"rendezvous_host": "10.0.0.5"' in script and '"node": 1' in script

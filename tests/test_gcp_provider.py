@@ -5,8 +5,13 @@ answers (operations, stock-outs, quota, preemption)."""
 from __future__ import annotations
 
 import copy
+import json
 import re
+import subprocess
+import sys
+import textwrap
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -16,15 +21,19 @@ from fakes.gcp import fake_gcp  # noqa: E402
 
 from cloud.gcp import GcpProvider, accelerators, instance_name  # noqa: E402
 from cloud.provider import (  # noqa: E402
+    LAUNCHED_AT,
+    NODE0_ADDRESS,
     CapacityError,
     ClusterSpec,
     CredentialsError,
     NodeState,
     ProviderError,
     QuotaError,
+    fill,
 )
 
 INSERT = "/compute/v1/projects/test-project/zones/{zone}/instances"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def spec(**fields) -> ClusterSpec:
@@ -121,6 +130,35 @@ def test_quota_is_reported_plainly(gcp):
     with pytest.raises(QuotaError, match="NVIDIA_T4_GPUS.*quota increase"):
         provider.launch(spec())
     assert len(fake.calls("POST", "/instances")) == 1  # quota is not retried in other zones
+
+
+def test_transient_errors_are_retried(gcp, quick_gcp_retries):
+    provider, fake = gcp
+    fake.failures = [503, 503]  # the first look for the cluster's instances, twice
+    provider.launch(spec(nodes=1))
+    lists = fake.calls("GET", "/aggregated/instances")
+    assert len(lists) == 3 and lists[0] == lists[2]
+    assert len(fake.calls("POST", "/instances")) == 1
+
+
+def test_retries_end_at_their_deadline_with_one_line(gcp, quick_gcp_retries):
+    provider, fake = gcp
+    fake.failures = [503] * 1000
+    with pytest.raises(ProviderError, match=r"HTTP 503: scripted failure \(still so after "
+                                            r"0.5s of retries\)$"):
+        provider.launch(spec(nodes=1))
+
+
+def test_an_operation_that_never_ends_times_out(gcp, monkeypatch):
+    from cloud.adaptors import gcp as adaptor
+
+    provider, fake = gcp
+    fake.hung_operations = True
+    monkeypatch.setattr(adaptor, "SETTINGS", adaptor.Settings(operation_deadline_s=0.2))
+    with pytest.raises(ProviderError, match=r"^GCP operation operation-1 in us-central1-a is "
+                                            r"not done after 0.2s; look at it with `gcloud"):
+        provider.launch(spec(nodes=1))
+    assert len(fake.calls("POST", "/operations/operation-1/wait")) >= 1
 
 
 def test_launch_is_idempotent(gcp):
@@ -282,8 +320,51 @@ def test_plan_sends_nothing():
         planned = provider.plan(spec())
         assert fake.requests == []
     assert [p.action for p in planned] == ["compute.instances.insert"] * 2
-    assert planned[0].body["zone_fallback"] == ["us-central1-b"]
-    assert planned[0].body["instance"]["scheduling"]["provisioning_model"] == "SPOT"
+    assert [p.node for p in planned] == [0, 1]
+    assert planned[0].where["zones"] == ["us-central1-a", "us-central1-b"]
+    assert planned[0].body["instance"]["scheduling"]["provisioningModel"] == "SPOT"
+
+
+def test_launch_sends_exactly_the_planned_requests():
+    with fake_gcp(clock=lambda: 1700000000.25) as (provider, fake):
+        planned = provider.plan(spec())
+        nodes = provider.launch(spec())
+        inserts = fake.calls("POST", "/instances")
+    # What a launch learns as it goes: the time it sends, node 0's address.
+    values = {LAUNCHED_AT: 1700000000.25, NODE0_ADDRESS: nodes[0].internal_address}
+    assert [r.body for r in inserts] == [fill(p.body["instance"], values) for p in planned]
+    assert [r.path for r in inserts] == [INSERT.format(zone=p.body["zone"]) for p in planned]
+    assert NODE0_ADDRESS in str(planned[1].body) and nodes[0].internal_address in str(
+        inserts[1].body)
+    assert '"launched_at": 1700000000.25' in str(inserts[0].body)
+
+
+def test_plan_needs_no_google_cloud_compute(tmp_path):
+    """The dry run works where google-cloud-compute is not installed."""
+    code = textwrap.dedent("""
+        import json, sys
+
+        class Refuse:
+            def find_spec(self, name, path=None, target=None):
+                if name == "google" or name.startswith("google."):
+                    raise ImportError(name + " is blocked")
+
+        sys.meta_path.insert(0, Refuse())
+        from cloud.gcp import GcpProvider
+        from cloud.provider import ClusterSpec
+
+        spec = ClusterSpec(sweep="s", trial="t", nodes=2, instance_type="n1-standard-8",
+                           gpu_type="T4", gpus_per_node=1, zones=("us-central1-a",))
+        planned = GcpProvider("p").plan(spec)
+        print(json.dumps([p.body for p in planned]))
+        print(sorted(m for m in sys.modules if m.split(".")[0] == "google"), file=sys.stderr)
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=ROOT, timeout=60)
+    assert result.returncode == 0, result.stderr
+    bodies = json.loads(result.stdout)
+    assert [b["instance"]["name"] for b in bodies] == ["gpuadv-s-t-0", "gpuadv-s-t-1"]
+    assert result.stderr.strip() == "[]"
 
 
 def test_missing_credentials_is_a_clear_error(monkeypatch, tmp_path):

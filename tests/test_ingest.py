@@ -4,8 +4,8 @@
 import pytest
 
 from cloud.provider import ProviderEvent
+from gpuadvisor.records import make
 from profiler.ingest import NodeLaunch, running_event, startup_rows
-from profiler.records import make
 
 
 def agent_start(node: int, t: float, provider: str, launched_at: float,

@@ -10,7 +10,15 @@ import psutil
 import pytest
 
 from cloud.local import NODE_ID_ENV, LocalProvider
-from cloud.provider import ClusterSpec, NodeState, ProviderError
+from cloud.provider import (
+    LAUNCHED_AT,
+    LAUNCHED_AT_MS,
+    RDZV_PORT,
+    ClusterSpec,
+    NodeState,
+    ProviderError,
+    fill,
+)
 
 # An agent that starts a child in a session of its own (as torchrun does with its workers),
 # writes the child's pid next to its config, and sleeps.
@@ -55,6 +63,24 @@ def test_agent_configs_share_one_rendezvous_endpoint(provider):
     assert endpoint.startswith("127.0.0.1:") and int(endpoint.split(":")[1]) > 0
     assert all(c["worker"] == {"model": "resnet18"} for c in configs)
     assert all(c["launched_at"] == n.launched_at for c, n in zip(configs, nodes))
+
+
+def test_launch_spawns_exactly_the_planned_requests(provider):
+    spec = _spec()
+    planned = provider.plan(spec)
+    nodes = provider.launch(spec)
+    cluster_dir = provider.state_dir / spec.cluster
+    port = json.loads((cluster_dir / "cluster.json").read_text())["port"]
+    for request, node in zip(planned, nodes, strict=True):
+        # What the launch learns as it goes: the time it spawns, the cluster's port.
+        sent = fill(request.body, {LAUNCHED_AT: node.launched_at, RDZV_PORT: port,
+                                   LAUNCHED_AT_MS: int(node.launched_at * 1000)})
+        record = json.loads((cluster_dir / f"node-{node.index}.json").read_text())
+        process = psutil.Process(record["pid"])
+        assert process.cmdline() == sent["command"]
+        assert sent["env"].items() <= process.environ().items()
+        assert json.loads((cluster_dir / f"agent-{node.index}.json").read_text()) == sent["config"]
+        assert sent["env"][NODE_ID_ENV] == node.id
 
 
 def test_revoke_kills_the_whole_tree_and_launch_replaces_the_node(provider):
@@ -113,7 +139,7 @@ def test_another_process_finds_and_cleans_up_leftovers(provider):
 def test_plan_writes_nothing(tmp_path):
     provider = LocalProvider(state_dir=tmp_path / "state")
     requests = provider.plan(_spec())
-    assert [r.body["node"] for r in requests] == [0, 1]
+    assert [r.node for r in requests] == [0, 1]
     assert requests[0].body["command"][-2:] == [
         "--config", str(tmp_path / "state" / "s-t1" / "agent-0.json")]
     assert not (tmp_path / "state").exists()

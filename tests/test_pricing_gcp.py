@@ -196,9 +196,10 @@ def test_api_error_keeps_old_catalog(server, tmp_path):
     assert [p.name for p in out.iterdir()] == ["catalog_gcp.csv"]
 
 
-def test_unreachable_endpoint_is_a_provider_error():
+def test_unreachable_endpoint_is_a_provider_error(quick_gcp_retries):
     from google.auth.credentials import AnonymousCredentials
     from google.auth.transport.requests import AuthorizedSession
 
-    with pytest.raises(ProviderError, match="cannot reach the Cloud Billing API"):
+    with pytest.raises(ProviderError, match="cannot reach the Cloud Billing API.*"
+                                            r"check the network.*after 0.5s of retries\)$"):
         pricing_gcp.fetch_skus(AuthorizedSession(AnonymousCredentials()), "http://127.0.0.1:9")

@@ -2,9 +2,9 @@
 
 import pytest
 
+from gpuadvisor.records import make
 from profiler.ingest import RevocationSeen
 from profiler.progress import trial_phase
-from profiler.records import make
 
 
 def record(type: str, t: float, node: int = 0, restart: int = 0, **fields) -> dict:

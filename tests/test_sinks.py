@@ -7,8 +7,9 @@ import pytest
 
 from fakes.aws import aws, client, moto_endpoint  # noqa: F401
 
-from profiler.records import make
-from profiler.sink import SinkError, open_sink
+from cloud.provider import SinkError
+from cloud.sinks import ObjectSink, open_sink
+from gpuadvisor.records import make
 
 
 def records(node: int, n: int, t0: float = 100.0) -> list[dict]:
@@ -31,27 +32,24 @@ def check_round_trip(sink, other_cluster_sink) -> None:
 def test_s3_sink_round_trip(aws):
     s3 = client(aws["endpoint"], "s3")
     s3.create_bucket(Bucket="results")
-    from cloud.sinks import S3Sink
-
-    sink = S3Sink("s3://results/runs", "sweep-trial", client=s3)
-    check_round_trip(sink, S3Sink("s3://results/runs", "other", client=s3))
+    sink = open_sink("s3://results/runs", "sweep-trial", client=s3)
+    check_round_trip(sink, open_sink("s3://results/runs", "other", client=s3))
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="results")["Contents"]]
     assert len(keys) == 5  # one object per append call
     assert sum(k.startswith("runs/sweep-trial/node-1/") for k in keys) == 1
 
 
 def test_s3_missing_bucket_is_one_clear_error(aws):
-    from cloud.sinks import S3Sink
-
-    sink = S3Sink("s3://nope/runs", "c", client=client(aws["endpoint"], "s3"))
+    sink = open_sink("s3://nope/runs", "c", client=client(aws["endpoint"], "s3"))
     with pytest.raises(SinkError, match="aws s3 mb s3://nope"):
         sink.append(records(0, 1)[0])
 
 
 def test_open_sink_dispatches_to_cloud_sinks(aws):
-    from cloud.sinks import S3Sink
+    from cloud.adaptors.aws import S3Bucket
 
-    assert isinstance(open_sink("s3://results/runs", "c"), S3Sink)
+    sink = open_sink("s3://results/runs", "c")
+    assert isinstance(sink, ObjectSink) and isinstance(sink.bucket, S3Bucket)
     with pytest.raises(SinkError, match="s3://BUCKET"):
         open_sink("s3:///no-bucket", "c")
 
@@ -71,11 +69,9 @@ def gcs():
 
 
 def test_gcs_sink_round_trip(gcs):
-    from cloud.sinks import GcsSink
-
     fake, storage = gcs
-    sink = GcsSink("gs://results/runs", "sweep-trial", client=storage)
-    check_round_trip(sink, GcsSink("gs://results/runs", "other", client=storage))
+    sink = open_sink("gs://results/runs", "sweep-trial", client=storage)
+    check_round_trip(sink, open_sink("gs://results/runs", "other", client=storage))
     names = sorted(fake.objects["results"])
     assert len(names) == 5 and all(n.endswith(".jsonl") for n in names)
     assert sum(n.startswith("runs/sweep-trial/node-0/") for n in names) == 3
@@ -84,8 +80,6 @@ def test_gcs_sink_round_trip(gcs):
 
 
 def test_gcs_missing_bucket_is_one_clear_error(gcs):
-    from cloud.sinks import GcsSink
-
     _, storage = gcs
     with pytest.raises(SinkError, match="gcloud storage buckets create gs://nope"):
-        GcsSink("gs://nope/runs", "c", client=storage).read_all()
+        open_sink("gs://nope/runs", "c", client=storage).read_all()

@@ -13,12 +13,12 @@ pytest.importorskip("google.cloud.compute_v1")
 
 from fakes.gcp import fake_gcp
 
+from cloud.sinks import open_sink
+from gpuadvisor.records import Recorder
 from gpuadvisor.store import Store
 from profiler.ingest import running_event
 from profiler.orchestrator import TrialRun
 from profiler.progress import SweepDisplay
-from profiler.records import Recorder
-from profiler.sink import open_sink
 from profiler.spec import parse_spec
 
 SPEC = {"name": "gcpstart", "provider": "gcp", "models": ["resnet18"], "nodes": [2],
@@ -59,6 +59,7 @@ def test_startup_rows_carry_gcp_phases(tmp_path):
     results = f"file://{tmp_path / 'records'}"
     stop = threading.Event()
     with fake_gcp() as (provider, fake), Store(tmp_path / "runs.db") as store:
+        provider.poll_interval_s = 0.05  # the fake answers at once: no need to wait 15 s
         run = TrialRun(spec, trial, provider, results, SweepDisplay(1, enabled=False))
         agents = threading.Thread(target=play_agents,
                                   args=(fake, results, run.cluster.cluster, 2, stop))

@@ -12,6 +12,7 @@ from gpuadvisor.gpus import gpu_matches
 from gpuadvisor.vocab import MARKETS, PRECISIONS, VocabError, check_precision, market
 from profiler import worker
 from gpuadvisor.cards import load_cards
+from cloud.local import LocalProvider
 from profiler.orchestrator import agent_config
 from profiler.spec import parse_spec
 
@@ -22,7 +23,8 @@ TINY = {"name": "vocab", "models": ["mobilenet_v2"], "batch_per_gpu": 2, "image_
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_every_precision_the_spec_accepts_the_worker_runs(tmp_path, one_thread, precision):
     (trial,) = parse_spec({**TINY, "precision": precision}).trials()
-    settings = agent_config(trial, "local", f"file://{tmp_path}")["worker"]
+    provider = LocalProvider(state_dir=tmp_path / "state")
+    settings = agent_config(trial, provider, f"file://{tmp_path}")["worker"]
     config = worker.WorkerConfig(**settings, sink=str(tmp_path / "sink"), cluster="c",
                                  device="cpu", max_steps=3, min_warmup_steps=0)
     records = worker.run_here(config)

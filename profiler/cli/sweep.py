@@ -96,10 +96,10 @@ def _print_dry_run(spec, provider, results_url: str, fmt: Format) -> None:
     launches = dry_run_sweep(spec, provider, results_url)
     if fmt is Format.json:
         emit_json([{"trial": trial.as_dict(), "estimated_cost_usd":
-                    estimated_cost(provider.name, trial),
+                    estimated_cost(provider, trial),
                     "requests": [vars(r) for r in requests]} for trial, requests in launches])
         return
-    rows = [{**trial.as_dict(), "cost": estimated_cost(provider.name, trial),
+    rows = [{**trial.as_dict(), "cost": estimated_cost(provider, trial),
              "revoke": (f"node {trial.revoke_node} at {trial.revoke_at:.0f}s"
                         if trial.revoke_node is not None else None)}
             for trial, _ in launches]
@@ -109,8 +109,9 @@ def _print_dry_run(spec, provider, results_url: str, fmt: Format) -> None:
          title=f"sweep {spec.name}: {len(rows)} trials on {provider.name} (dry run)")
     for trial, requests in launches:
         for request in requests:
-            typer.echo(f"{trial.key} {request.provider} {request.action} "
-                       f"{_compact(request.body)}")
+            where = f" where {_compact(request.where)}" if request.where else ""
+            typer.echo(f"{trial.key} {request.provider} {request.action} node {request.node} "
+                       f"{_compact(request.body)}{where}")
 
 
 def _compact(body: dict) -> str:

@@ -4,7 +4,9 @@ with responses shaped like GCP's own (gcp_responses/*.json, the documented v1 fo
 just enough state for instances to be created, listed, preempted and deleted.
 
 Scripted failures: `stockout_zones` (the insert operation ends ZONE_RESOURCE_POOL_EXHAUSTED),
-`quota_zones` (it ends QUOTA_EXCEEDED). Internal addresses are never handed out twice unless
+`quota_zones` (it ends QUOTA_EXCEEDED), `failures` (the next requests, whatever they are,
+answer these HTTP statuses, e.g. [503, 503]), `hung_operations` (`wait` answers the operation
+still RUNNING). Internal addresses are never handed out twice unless
 an insert asks for a free one by `networkIP` (one in use ends IP_IN_USE_BY_ANOTHER_RESOURCE).
 Every request is kept in `requests`.
 """
@@ -47,6 +49,8 @@ class Request:
 class FakeCompute:
     stockout_zones: set[str] = field(default_factory=set)
     quota_zones: set[str] = field(default_factory=set)
+    failures: list[int] = field(default_factory=list)
+    hung_operations: bool = False
     requests: list[Request] = field(default_factory=list)
     instances: dict[tuple[str, str], dict] = field(default_factory=dict)  # (zone, name)
     operations: dict[str, dict] = field(default_factory=dict)
@@ -119,6 +123,9 @@ class FakeCompute:
         parsed = urlparse(url)
         query = parse_qs(parsed.query)
         self.requests.append(Request(method, parsed.path, query, body))
+        if self.failures:
+            status = self.failures.pop(0)
+            return status, {"error": {"code": status, "message": "scripted failure"}}
         if match := AGGREGATED.match(parsed.path):
             items = [self.observe(i) for i in self.instances.values() if _matches(i, query)]
             by_zone: dict[str, list] = {}
@@ -132,7 +139,8 @@ class FakeCompute:
         project, zone, collection, name, verb = match.groups()
         if collection == "operations":
             if name and verb == "wait":
-                return 200, _public(self._finish(self.operations[name]))
+                op = self.operations[name]
+                return 200, _public(op if self.hung_operations else self._finish(op))
             ops = [o for o in self.operations.values() if _zone_of(o) == zone and _matches(o, query)]
             return 200, {"kind": "compute#operationList", "items": [_public(o) for o in ops]}
         if method == "POST" and not name:

@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from cloud import metadata
+from profiler import watcher_aws, watcher_gcp
 
 
 def serve(handler_cls) -> ThreadingHTTPServer:
@@ -83,7 +83,7 @@ def test_gcp_preemption_notice(monkeypatch):
     gce = Gce()
     server = serve(gce.handler())
     monkeypatch.setenv("GCE_METADATA_HOST", f"127.0.0.1:{server.server_port}")
-    notices, stop, thread = run_watcher(metadata.watch_gcp, timeout_s=1)
+    notices, stop, thread = run_watcher(watcher_gcp.watch_gcp, timeout_s=1)
     time.sleep(0.5)
     assert notices == []
     gce.preempt.set()
@@ -138,7 +138,7 @@ def test_aws_interruption_notice(monkeypatch):
     imds = Imds()
     server = serve(imds.handler())
     monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
-    notices, stop, thread = run_watcher(metadata.watch_aws, poll_s=0.1)
+    notices, stop, thread = run_watcher(watcher_aws.watch_aws, poll_s=0.1)
     time.sleep(0.4)
     assert notices == [] and imds.tokens == 1
     imds.tokens += 1  # the session token expired: the watcher must get a new one
@@ -157,15 +157,16 @@ def test_aws_interruption_notice(monkeypatch):
 
 def test_watchers_stop_when_told_and_survive_an_unreachable_server(monkeypatch):
     monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:9")
-    notices, stop, thread = run_watcher(metadata.watch_aws, poll_s=0.1)
+    notices, stop, thread = run_watcher(watcher_aws.watch_aws, poll_s=0.1)
     time.sleep(0.3)
     stop.set()
-    thread.join(metadata.RETRY_S + 2)
+    thread.join(watcher_aws.RETRY_S + 2)
     assert not thread.is_alive() and notices == []
 
 
 def test_agent_watcher_registry_knows_the_cloud_watchers():
     from profiler.agent_watchers import get_watcher
 
-    assert get_watcher("gcp") is metadata.watch_gcp
-    assert get_watcher("aws") is metadata.watch_aws
+    assert get_watcher("local") is None
+    assert get_watcher("gcp") is watcher_gcp.watch_gcp
+    assert get_watcher("aws") is watcher_aws.watch_aws

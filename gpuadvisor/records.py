@@ -1,6 +1,8 @@
 """The records the node agent and the training worker emit: the contract with the orchestrator.
+It lives in the lowest room because both sides of that contract use it: the nodes (profiler)
+write it and the sinks (cloud) parse it.
 
-A record is one JSON object on one line (JSON lines), appended to a sink (profiler/sink.py).
+A record is one JSON object on one line (JSON lines), appended to a sink (cloud/sinks.py).
 Every record carries:
 
     type     one of RECORD_TYPES below
@@ -185,29 +187,3 @@ class Recorder:
         record = make(type, node=self.node, rank=self.rank, restart=self.restart, **fields)
         self.sink.append(record)
         return record
-
-
-def boot_time() -> float | None:
-    """time.time() when this machine's kernel booted, to 10 ms (Linux /proc/uptime), if known."""
-    try:
-        with open("/proc/uptime") as uptime:
-            return time.time() - float(uptime.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def process_start_time(pid: int | str = "self") -> float | None:
-    """time.time() when a process started (Linux /proc/PID/stat), if known."""
-    import os
-
-    booted = boot_time()
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            # Field 22 is the start time in clock ticks after boot; the name (field 2) may hold
-            # spaces, so count from its closing parenthesis.
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    if booted is None:
-        return None
-    return booted + int(fields[19]) / os.sysconf("SC_CLK_TCK")

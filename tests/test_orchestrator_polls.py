@@ -1,0 +1,112 @@
+"""The orchestrator looks at a running trial once per poll interval of its provider (15 s on a
+cloud, 0.5 s locally) and wakes early when a planned revocation falls due. A fake clock
+stands in for time, so nothing here sleeps."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from cloud.aws import AwsProvider
+from cloud.gcp import GcpProvider
+from cloud.local import LocalProvider
+from cloud.provider import ClusterSpec, Node, Provider
+from cloud.sinks import open_sink
+from gpuadvisor.records import make
+from profiler import orchestrator, revocation
+from profiler.orchestrator import TrialRun, min_seconds
+from profiler.progress import SweepDisplay
+from profiler.spec import parse_spec
+from profiler.store import Store
+
+SPEC = {"name": "polls", "provider": "local", "models": ["resnet18"], "nodes": [2],
+        "batch_size": 8, "max_seconds": 30, "startup_timeout": 300,
+        "revocation": {"node": 1, "at_seconds": 5}}
+
+
+class Clock:
+    """time.time and time.sleep: a sleep moves the time on and runs the next step of a script."""
+
+    def __init__(self, script):
+        self.now, self.pauses, self.script = 1000.0, [], script
+
+    def time(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.now += seconds
+        self.script(len(self.pauses), self.now)
+
+
+class CloudLike(Provider):
+    """Nodes that exist only as this object's notes, looked at every 15 s as on a cloud."""
+
+    name = "local"  # free of charge, so no catalog price is needed
+    poll_interval_s = 15.0
+
+    def __init__(self, clock: Clock):
+        self.clock, self.revoked, self.launches = clock, [], 0
+
+    def plan(self, spec: ClusterSpec):
+        return []
+
+    def launch(self, spec: ClusterSpec) -> list[Node]:
+        self.launches += 1
+        return [Node("local", spec.cluster, i, f"n{i}-{self.launches}",
+                     launched_at=self.clock.now) for i in range(spec.nodes)]
+
+    def list(self, cluster: str):
+        return {}
+
+    def terminate(self, nodes: list[Node]) -> None:
+        pass
+
+    def poll_events(self, cluster: str):
+        return []
+
+    def leftovers(self, older_than_s=None):
+        return []
+
+    def revoke(self, node: Node) -> None:
+        self.revoked.append((node.index, self.clock.now))
+
+
+def test_clouds_are_polled_every_15_s_and_this_machine_every_half_second():
+    assert GcpProvider.poll_interval_s == AwsProvider.poll_interval_s == 15.0
+    assert LocalProvider.poll_interval_s == 0.5
+
+
+def test_a_trial_is_looked_at_once_per_interval_and_revoked_on_time(tmp_path, monkeypatch):
+    spec = parse_spec(SPEC)
+    [trial] = spec.trials()
+    results = f"file://{tmp_path / 'records'}"
+    cluster = {}
+
+    def nodes_write(pause: int, now: float) -> None:
+        sink = open_sink(results, cluster["name"])
+        if pause == 1:  # both nodes took their first step 3 s ago
+            for node in (0, 1):
+                sink.append(make("first_step", node=node, rank=node, restart=0, t=now - 3))
+        if pause == 3:
+            sink.append(make("result", node=0, rank=0, restart=1, t=now, model="resnet18",
+                             batch_per_gpu=8, precision="fp32", world_size=2, device="cpu",
+                             throughput=50.0, steps_measured=40, stable=True))
+
+    clock = Clock(nodes_write)
+    fake_time = SimpleNamespace(time=clock.time, sleep=clock.sleep)
+    monkeypatch.setattr(orchestrator, "time", fake_time)
+    monkeypatch.setattr(revocation, "time", fake_time)
+    provider = CloudLike(clock)
+    with Store(tmp_path / "runs.db") as store:
+        run = TrialRun(spec, trial, provider, results, SweepDisplay(1, enabled=False))
+        cluster["name"] = run.cluster.cluster
+        row = run.run(store)
+    assert row["status"] == "finished", row["error"]
+    # One interval, then only as long as the revocation (5 s after the first step) needs.
+    assert clock.pauses == [15.0, pytest.approx(2.0), 15.0]
+    assert provider.revoked == [(1, pytest.approx(1017.0))] and provider.launches == 2
+    # The first attempt measures past the revocation by at least one poll interval.
+    assert min_seconds(trial, provider) == 5 + 15.0
+    assert min_seconds(trial, LocalProvider(state_dir=tmp_path)) == 5 + 3.0
