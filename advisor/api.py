@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from gpuadvisor.durations import format_duration, format_usd, parse_budget, parse_deadline
-from gpuadvisor.vocab import market
+from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL, market
 from advisor.errors import AdvisorError, NoPlanError, ParameterError
 from advisor.optimizer import Constraints, Plans
 
@@ -204,7 +204,7 @@ def assumptions() -> dict:
 
     return {
         "draws": optimizer.DRAWS, "seed": optimizer.SEED,
-        "throughput_interval_coverage": optimizer.INTERVAL_COVERAGE,
+        "throughput_interval_coverage": PREDICTION_INTERVAL_LEVEL,
         "checkpoint_interval": "Young/Daly sqrt(2 x checkpoint_s x cluster MTBF)",
         "revocation_cost": "recovery_s + startup_s / nodes + work since the last checkpoint",
         "sync": "allreduce (DDP)",

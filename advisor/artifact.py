@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 
 from advisor import physics
+from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 from gpuadvisor import data
 
 SCHEMA_VERSION = 1
@@ -35,6 +36,7 @@ class Prediction:
     lo: np.ndarray
     hi: np.ndarray
     provenance: np.ndarray
+    level: float = PREDICTION_INTERVAL_LEVEL  # two-sided coverage [lo, hi] is calibrated for
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,8 @@ class Artifact:
             raise ArtifactError(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")
         if not isinstance(features, physics.Encoded):  # callers may share one across targets
             features = physics.Encoded(features)
-        return getattr(self, f"_predict_{target}")(features)
+        prediction = getattr(self, f"_predict_{target}")(features)
+        return replace(prediction, level=self.doc.get("interval_level", PREDICTION_INTERVAL_LEVEL))
 
     # -- throughput ---------------------------------------------------------------------
 

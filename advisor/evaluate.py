@@ -16,6 +16,7 @@ import numpy as np
 
 from advisor.artifact import Artifact
 from advisor.features import take
+from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 from advisor.fit import SEED, fit_throughput, throughput_data
 
 SPLITS = ("model", "gpu", "nodes", "random")
@@ -137,7 +138,7 @@ def summarise(rows: list[dict], groups: list[str], split: str, target: str,
                                        for r in rows]) * 100),
         "baseline_loglinear_mape": ape("baseline", rows),
         "interval_coverage": float(np.mean([r["lo"] <= r["measured"] <= r["hi"] for r in rows])),
-        "interval_level": 0.9,
+        "interval_level": PREDICTION_INTERVAL_LEVEL,
         "mape_by_workers": {str(w): ape("predicted", [r for r in rows if r["workers"] == w])
                             for w in sorted({r["workers"] for r in rows})},
         "groups": per_group, "predictions": rows, "skipped": skipped,

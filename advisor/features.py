@@ -112,7 +112,7 @@ def configuration_features(
     for name in names:
         card = models.get(name)
         if card is None or not card.get("flops_per_sample"):
-            raise FeatureError(f"no model card for {name!r}")
+            raise FeatureError(f"no model card for {str(name)!r}")
         cards.append(card)
     for key in MODEL_KEYS + OPTIONAL_KEYS:
         per_model = np.array([_num(card.get(key)) or (np.nan if key in OPTIONAL_KEYS else 0.0)
@@ -128,7 +128,7 @@ def configuration_features(
         try:
             specs.append(gpu_features(name))
         except KeyError:
-            raise FeatureError(f"unknown GPU {name!r}") from None
+            raise FeatureError(f"unknown GPU {str(name)!r}") from None
     for key in GPU_KEYS:
         out[key] = np.array([spec[key] for spec in specs], dtype=float)[gpu_index]
     return out

@@ -21,6 +21,7 @@ import numpy as np
 
 from advisor import physics
 from advisor.artifact import SCHEMA_VERSION, Artifact, config_keys
+from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 from advisor.features import model_features, take, trial_features
 
 # Fixed a priori, never tuned on evaluation folds: a prior row weighs as much as one
@@ -36,7 +37,7 @@ RIDGE_ALPHAS = (0.1, 1.0, 10.0, 100.0, 1000.0)
 TUNED_PRIORS = {"ps_server_tensor": (1e-5, 3e-5, 1e-4, 3e-4, 1e-3),
                 "tensor_memory": (1e5, 1e6, 1e7)}
 CORRECTION_INPUTS = ("log_flops", "log_batch", "log_peak", "log_workers", "log_intensity")
-MISCOVERAGE = 0.1  # 90% intervals
+MISCOVERAGE = 1 - PREDICTION_INTERVAL_LEVEL
 SEED = 0
 # Fallback interval half-widths (log scale) when too few held-out residuals exist.
 DEFAULT_SPREAD = {"measured": math.log(1.2), "interpolated": math.log(1.5),
@@ -369,6 +370,7 @@ def fit_store(path: str | Path, include_published: bool = True,
             "revocations": len(overheads["recovery_s"]), "lifetimes": len(lifetimes),
         },
         "features": list(physics.TERMS),
+        "interval_level": PREDICTION_INTERVAL_LEVEL,
         "throughput": fit_throughput(features, throughput, measured),
         "startup_s": {"vm_s": grouped["vm_s"], "first_step_s": grouped["first_step_s"]},
         "checkpoint_s": fit_checkpoint(checkpoints),

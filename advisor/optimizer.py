@@ -27,8 +27,6 @@ from advisor.workload import Workload
 
 DRAWS = 200
 SEED = 2020
-# Two-sided coverage the estimator's [lo, hi] interval is taken to have.
-INTERVAL_COVERAGE = 0.9
 
 
 @dataclass(frozen=True)
@@ -192,8 +190,9 @@ def _order_index(q: float, draws: int) -> int:
 
 
 def _log_sigma(prediction) -> np.ndarray:
-    """Standard deviation of log throughput implied by the interval [lo, hi]."""
-    z = NormalDist().inv_cdf(0.5 + INTERVAL_COVERAGE / 2)
+    """Standard deviation of log throughput implied by the interval [lo, hi] at the level the
+    estimator calibrated it for."""
+    z = NormalDist().inv_cdf(0.5 + prediction.level / 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         sigma = np.log(prediction.hi / prediction.lo) / (2 * z)
     return np.where(np.isfinite(sigma) & (sigma > 0), sigma, 0.0)

@@ -13,8 +13,9 @@ CLIs. GPU names are in gpuadvisor/gpus.py, durations in gpuadvisor/durations.py.
   a source without one leaves them empty (published rows), and an importer that has a spread
   of the samples rather than a confidence interval keeps it in `extra` under a name saying
   so (CM-DARE: `throughput_p2_5`, `throughput_p97_5`). A prediction's [lo, hi] is the
-  artifact's calibrated 90% prediction interval (the optimizer reads it at
-  `advisor.optimizer.INTERVAL_COVERAGE`).
+  artifact's calibrated `PREDICTION_INTERVAL_LEVEL` prediction interval: `advisor fit`
+  calibrates at that level, the artifact records it (`interval_level`), every `Prediction`
+  carries it (`level`), and the optimizer reads the level from the prediction.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ HALF_PRECISIONS = ("amp", "bf16")  # 16-bit activations and tensor-core math
 MARKETS = ("on-demand", "spot")  # market(False), market(True)
 
 THROUGHPUT_CI_LEVEL = 0.95  # the store's throughput_lo/hi: this confidence interval of the mean
+PREDICTION_INTERVAL_LEVEL = 0.9  # a prediction's [lo, hi]: this calibrated prediction interval
 
 
 class VocabError(ValueError):
