@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit, fail, warn
+from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, fail, warn
 
 catalog_app = typer.Typer(
     help="The GCP and AWS GPU offerings and their prices (datasets/catalog_*.csv).",

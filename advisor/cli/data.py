@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail, warn
+from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail, warn
 
 data_app = typer.Typer(help="Measurement data: import CM-DARE's data, exchange files and "
                        "published figures into a store.", no_args_is_help=True)

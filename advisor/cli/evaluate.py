@@ -8,7 +8,7 @@ import typer
 
 from advisor.cli.app import app
 from advisor.cli.fit import EXCLUDE_SOFTWARE_OPTION
-from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail
+from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail
 
 
 @app.command("evaluate")

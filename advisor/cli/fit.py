@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail, warn
+from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail, warn
 
 # Shared with `advisor evaluate`, which must leave out the same trials to judge a fit.
 EXCLUDE_SOFTWARE_OPTION = typer.Option(

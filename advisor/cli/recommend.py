@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit_csv, emit_json, fail, warn
+from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit_csv, emit_json, fail, warn
 
 TABLE_COLUMNS = {
     "rank": "#", "where": "where", "instance_type": "instance", "shape": "GPUs x nodes",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from advisor.cli.output import Format, emit, emit_json, fail
+from gpuadvisor.cli.output import Format, emit, emit_json, fail
 from profiler.cli.app import app
 
 LIST_COLUMNS = ["model", "task", "dataset", "samples_per_epoch", "epochs", "input",

@@ -7,7 +7,7 @@ import time
 
 import typer
 
-from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit, fail
+from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, fail
 from profiler.cli.app import app
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from advisor.cli.output import emit_csv, emit_json, emit_table, fail
+from gpuadvisor.cli.output import emit_csv, emit_json, emit_table, fail
 from profiler.cli.app import app
 
 
@@ -107,7 +107,7 @@ def wide_table(rows: list[dict[str, Any]], headers: dict[str, str], title: str,
     from rich.console import Console
     from rich.table import Table
 
-    from advisor.cli.output import table_cell
+    from gpuadvisor.cli.output import table_cell
 
     console = Console()
     if not console.is_terminal:

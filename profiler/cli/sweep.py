@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from advisor.cli.output import Format, emit, emit_json, fail
+from gpuadvisor.cli.output import Format, emit, emit_json, fail
 from profiler.cli.app import app
 
 
