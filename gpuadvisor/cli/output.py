@@ -7,11 +7,14 @@ import csv
 import io
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from enum import Enum
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 try:  # typer >= 0.20 vendors click; older typers use click itself
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
@@ -88,26 +91,48 @@ def _csv_cell(value: Any) -> Any:
     return json.dumps(value) if isinstance(value, (dict, list)) else value
 
 
-def emit_table(
+def emit_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], **options: Any) -> None:
+    """Print `render_table(rows, columns, **options)`. A table that never wraps gets 160 columns
+    when piped, where rich would assume 80 and cut its cells short."""
+    from rich.console import Console
+
+    console = Console()
+    if not options.get("wrap", True) and not console.is_terminal:
+        console = Console(width=160)
+    console.print(render_table(rows, columns, **options))
+
+
+def render_table(
     rows: Sequence[Mapping[str, Any]],
     columns: Sequence[str],
     *,
     title: str | None = None,
     headers: Mapping[str, str] | None = None,
-) -> None:
-    from rich.console import Console
+    right: Collection[str] | None = None,
+    wrap: bool = True,
+    compact: bool = False,
+    row_styles: Sequence[str | None] | None = None,
+) -> Table:
+    """The one table renderer of both apps. Cells go through `_table_cell`. `right`: the columns
+    to right-justify (default: those holding numbers). `wrap=False` keeps every cell on one
+    line (a terminal shows what fits); wrapped cells fold rather than lose characters.
+    `compact`: no frame and tight padding, for tables that must fit a console."""
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=title, show_lines=False)
+    tight = {"box": box.SIMPLE_HEAD, "pad_edge": False, "collapse_padding": True}
+    table = Table(title=title, **(tight if compact else {}))
     for col in columns:
-        numeric = any(isinstance(r.get(col), (int, float)) for r in rows)
-        table.add_column((headers or {}).get(col, col), justify="right" if numeric else "left")
-    for row in rows:
-        table.add_row(*(table_cell(row.get(c)) for c in columns))
-    Console().print(table)
+        numeric = (col in right if right is not None
+                   else any(isinstance(r.get(col), (int, float)) for r in rows))
+        table.add_column((headers or {}).get(col, col), justify="right" if numeric else "left",
+                         no_wrap=not wrap, overflow="fold" if wrap else "ellipsis")
+    for row, row_style in zip(rows, row_styles or [None] * len(rows)):
+        table.add_row(*(_table_cell(row.get(c)) for c in columns), style=row_style)
+    return table
 
 
-def table_cell(value: Any) -> str:
+def _table_cell(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):

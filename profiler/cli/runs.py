@@ -97,27 +97,10 @@ def _print(trials: list[dict[str, Any]], fmt: RunsFormat, detail: bool) -> None:
     elif not trials:
         typer.echo("no trials match", err=True)
     else:
-        wide_table([summary_row(t) for t in trials], SUMMARY_HEADERS, f"{len(trials)} trials",
-                   left=("sweep", "model", "cluster", "precision", "status"))
-
-
-def wide_table(rows: list[dict[str, Any]], headers: dict[str, str], title: str,
-               left: tuple[str, ...] = ()) -> None:
-    """A table that never folds its cells: a terminal shows what fits, pipes get 160 columns."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from gpuadvisor.cli.output import table_cell
-
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=160)
-    table = Table(title=title)
-    for key, header in headers.items():
-        table.add_column(header, justify="left" if key in left else "right", no_wrap=True)
-    for row in rows:
-        table.add_row(*(table_cell(row.get(key)) for key in headers))
-    console.print(table)
+        left = ("sweep", "model", "cluster", "precision", "status")
+        emit_table([summary_row(t) for t in trials], list(SUMMARY_HEADERS),
+                   title=f"{len(trials)} trials", headers=SUMMARY_HEADERS,
+                   right=[key for key in SUMMARY_HEADERS if key not in left], wrap=False)
 
 
 def _print_trial(trial: dict[str, Any]) -> None:
