@@ -7,7 +7,7 @@ import os
 import sys
 
 from advisor.cli.app import app
-from gpuadvisor.cli.output import run_app
+from gpuadvisor.cli.app import run_app
 
 # Imported for their registrations; each keeps heavy imports (pandas, sklearn) inside functions
 # so that `advisor recommend` starts fast.

@@ -1,5 +1,5 @@
 """Output helpers shared by the `advisor` and `profiler` commands: tables for people,
-JSON/CSV for scripts, and one-line errors with a non-zero exit (never a traceback)."""
+JSON/CSV for scripts, and one-line errors and warnings on stderr (never a traceback)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,6 @@ import typer
 if TYPE_CHECKING:
     from rich.table import Table
 
-try:  # typer >= 0.20 vendors click; older typers use click itself
-    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
-except ImportError:
-    from click.exceptions import ClickException, NoArgsIsHelpError, UsageError
-
 
 class Format(str, Enum):
     table = "table"
@@ -33,41 +28,13 @@ FORMAT_OPTION_HELP = "table for people; json or csv for scripts"
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a one-line error on stderr and exit with `code`."""
-    raise typer.Exit(_error(message, code))
+    raise typer.Exit(report_error(message, code))
 
 
-def run_app(app: typer.Typer, args: Sequence[str]) -> NoReturn:
-    """Run a CLI app and exit. Click's own usage errors (an unknown option, a value of the wrong
-    type, a missing argument) become one line naming the problem and where the help is, exit
-    2, instead of click's multi-line panel."""
-    try:
-        code = app(args=list(args), standalone_mode=False)
-    except NoArgsIsHelpError as error:
-        if error.format_message().strip():  # empty when rich has printed the help already
-            typer.echo(error.format_message())
-        code = 2
-    except UsageError as error:
-        # Without a context (a value missing at the end of the line) the command is the
-        # first word that is not an option.
-        command = error.ctx.command_path if error.ctx else " ".join(
-            [app.info.name, *[arg for arg in args if not arg.startswith("-")][:1]])
-        code = _error(f"{_one_line(error.format_message())} (see `{command} --help`)", 2)
-    except ClickException as error:
-        code = _error(_one_line(error.format_message()), error.exit_code)
-    except typer.Abort:
-        code = _error("aborted", 1)
-    sys.exit(code if isinstance(code, int) else 0)
-
-
-def _error(message: str, code: int) -> int:
+def report_error(message: str, code: int) -> int:
+    """Print a one-line error on stderr and return `code`, the exit status it calls for."""
     typer.echo(f"error: {message}", err=True)
     return code
-
-
-def _one_line(message: str) -> str:
-    # typer words a rejected value as pydantic does ("Value error, ..."): keep only the reason
-    message = " ".join(message.split()).replace(": Value error, ", ": ").removesuffix(".")
-    return message[:1].lower() + message[1:]
 
 
 def warn(message: str) -> None:

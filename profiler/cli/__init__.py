@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from gpuadvisor.cli.output import run_app
+from gpuadvisor.cli.app import run_app
 from profiler.cli.app import app
 
 # Imported for their @app.command registrations; each keeps heavy imports inside functions.

@@ -1,0 +1,81 @@
+"""The frame both apps share: a root with --version and shell completion, and `run_app`, which
+runs a command and turns click's usage errors into one line."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+import typer
+
+from gpuadvisor.cli.output import report_error
+
+try:  # typer >= 0.20 vendors click; older typers use click itself
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+except ImportError:
+    from click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+
+DISTRIBUTION = "gpu-advisor"
+
+
+def make_app(name: str, help: str) -> typer.Typer:
+    """A Typer app whose root takes --version; typer adds --install-completion and
+    --show-completion."""
+    app = typer.Typer(name=name, help=help, no_args_is_help=True,
+                      pretty_exceptions_enable=False)
+
+    def print_version(value: bool) -> None:
+        if value:
+            typer.echo(f"{name} {_version()}")
+            raise typer.Exit()
+
+    @app.callback()
+    def root(
+        version: bool = typer.Option(False, "--version", is_eager=True, callback=print_version,
+                                     help="print the version and exit"),
+    ) -> None:
+        # A group even when main() registers only the command being invoked: a Typer app with a
+        # single command and no callback would run that command without its name.
+        pass
+
+    return app
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "(version unknown: gpu-advisor is not installed)"
+
+
+def run_app(app: typer.Typer, args: Sequence[str]) -> NoReturn:
+    """Run a CLI app and exit. Click's own usage errors (an unknown option, a value of the wrong
+    type, a missing argument) become one line naming the problem and where the help is, exit
+    2, instead of click's multi-line panel."""
+    try:
+        # prog_name: completion answers to _ADVISOR_COMPLETE however the app was started
+        code = app(args=list(args), prog_name=app.info.name, standalone_mode=False)
+    except NoArgsIsHelpError as error:
+        if error.format_message().strip():  # empty when rich has printed the help already
+            typer.echo(error.format_message())
+        code = 2
+    except UsageError as error:
+        # Without a context (a value missing at the end of the line) the command is the
+        # first word that is not an option.
+        command = error.ctx.command_path if error.ctx else " ".join(
+            [app.info.name, *[arg for arg in args if not arg.startswith("-")][:1]])
+        code = report_error(f"{_one_line(error.format_message())} (see `{command} --help`)", 2)
+    except ClickException as error:
+        code = report_error(_one_line(error.format_message()), error.exit_code)
+    except typer.Abort:
+        code = report_error("aborted", 1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _one_line(message: str) -> str:
+    # typer words a rejected value as pydantic does ("Value error, ..."): keep only the reason
+    message = " ".join(message.split()).replace(": Value error, ", ": ").removesuffix(".")
+    return message[:1].lower() + message[1:]

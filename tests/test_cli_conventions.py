@@ -1,0 +1,48 @@
+"""Conventions both apps share (gpuadvisor.cli): --version, shell completion, environment
+variables, the config file and -v logging."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+
+import pytest
+
+import advisor.cli
+import profiler.cli
+
+APPS = {"advisor": advisor.cli.main, "profiler": profiler.cli.main}
+
+
+def run(app: str, *args: str) -> int:
+    """Run an app's console entry in this process; its exit status."""
+    with pytest.raises(SystemExit) as exited:
+        APPS[app](list(args))
+    return exited.value.code
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_version_names_the_app_and_the_installed_version(app, capsys):
+    assert run(app, "--version") == 0
+    assert capsys.readouterr().out == f"{app} {version('gpu-advisor')}\n"
+
+
+@pytest.mark.parametrize(("app", "words", "expected"), [
+    ("advisor", "advisor rec", "recommend"),
+    ("advisor", "advisor recommend --dead", "--deadline"),
+    ("advisor", "advisor catalog sh", "show"),
+    ("profiler", "profiler sw", "sweep"),
+])
+def test_bash_completion_completes_commands_and_options(app, words, expected, monkeypatch,
+                                                        capsys):
+    monkeypatch.setenv(f"_{app.upper()}_COMPLETE", "complete_bash")
+    monkeypatch.setenv("COMP_WORDS", words)
+    monkeypatch.setenv("COMP_CWORD", str(len(words.split()) - 1))
+    assert run(app) == 0
+    assert capsys.readouterr().out.split() == [expected]
+
+
+def test_show_completion_prints_the_script_to_source(monkeypatch, capsys):
+    monkeypatch.setenv("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION", "1")
+    assert run("advisor", "--show-completion", "bash") == 0
+    script = capsys.readouterr().out
+    assert "_ADVISOR_COMPLETE=complete_bash" in script and "complete " in script
