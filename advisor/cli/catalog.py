@@ -11,6 +11,7 @@ import typer
 
 from advisor.cli.app import app
 from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, fail, warn
+from gpuadvisor.cli.settings import envvar
 
 catalog_app = typer.Typer(
     help="The GCP and AWS GPU offerings and their prices (datasets/catalog_*.csv).",
@@ -55,8 +56,8 @@ def show(
     spot: bool = typer.Option(False, "--spot", help="only offerings with a spot price; sort by it"),
     include_retired: bool = typer.Option(False, help="also GPUs no longer sold (GCP K80)"),
     file: Optional[list[Path]] = typer.Option(
-        None, "--file", help="catalog CSV to read instead of the shipped ones (repeatable)"
-    ),
+        None, "--file", envvar=envvar("catalog"),
+        help="catalog CSV to read instead of the shipped ones (repeatable)"),
     fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP),
 ) -> None:
     """List GPU offerings with their node-hour prices, cheapest per GPU-hour first.

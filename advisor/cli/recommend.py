@@ -13,6 +13,7 @@ from advisor.cli.app import app
 from gpuadvisor.cli.output import (
     FORMAT_OPTION_HELP, Format, emit_csv, emit_json, fail, render_table, warn,
 )
+from gpuadvisor.cli.settings import envvar
 
 TABLE_COLUMNS = {
     "rank": "#", "where": "where", "instance_type": "instance", "shape": "GPUs x nodes",
@@ -72,9 +73,11 @@ def recommend(
     explain: bool = typer.Option(
         False, "--explain", help="show scaling, revocation risk and what was cut"),
     artifact: Path | None = typer.Option(
-        None, help="fitted model artifact (default: datasets/model_artifact.json)"),
+        None, envvar=envvar("artifact"),
+        help="fitted model artifact (default: datasets/model_artifact.json)"),
     catalog: list[Path] | None = typer.Option(
-        None, help="catalog CSV to read instead of the shipped ones (repeatable)"),
+        None, envvar=envvar("catalog"),
+        help="catalog CSV to read instead of the shipped ones (repeatable)"),
 ) -> None:
     """Recommend the cheapest cluster that meets --deadline, or the fastest within --budget.
 

@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from gpuadvisor.cli.output import emit_csv, emit_json, emit_table, fail
+from gpuadvisor.cli.settings import envvar
 from profiler.cli.app import app
 
 
@@ -21,7 +22,8 @@ class RunsFormat(str, Enum):
 
 @app.command()
 def runs(
-    store: Path = typer.Option(Path("runs.db"), "--store", help="measurement store (SQLite)"),
+    store: Path = typer.Option(Path("runs.db"), "--store", envvar=envvar("store"),
+                               help="measurement store (SQLite)"),
     fmt: RunsFormat = typer.Option(RunsFormat.table, "--format", help="table for people; json "
                                    "(the exchange form), csv or parquet for scripts"),
     output: Path | None = typer.Option(None, "--output", "-o", help="write to this file "
