@@ -1,15 +1,18 @@
 """The frame both apps share: a root with --version and shell completion, and `run_app`, which
-runs a command and turns click's usage errors into one line."""
+runs a command with the config file's defaults and turns click's usage errors into one line."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
 import typer
+import typer.main
 
-from gpuadvisor.cli.output import report_error
+from gpuadvisor.cli.config import ConfigError, load_defaults
+from gpuadvisor.cli.output import one_line, report_error
 
 try:  # typer >= 0.20 vendors click; older typers use click itself
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
@@ -51,13 +54,28 @@ def _version() -> str:
         return "(version unknown: gpu-advisor is not installed)"
 
 
-def run_app(app: typer.Typer, args: Sequence[str]) -> NoReturn:
-    """Run a CLI app and exit. Click's own usage errors (an unknown option, a value of the wrong
-    type, a missing argument) become one line naming the problem and where the help is, exit
-    2, instead of click's multi-line panel."""
+def invoked_command(args: Sequence[str]) -> str | None:
+    """The command a command line names: its first word that is not an option."""
+    return next((arg for arg in args if not arg.startswith("-")), None)
+
+
+def run_app(app: typer.Typer, args: Sequence[str], package: str,
+            commands: Sequence[str]) -> NoReturn:
+    """Register the invoked command by importing `package.<command>` (all of `commands` for the
+    help, completion or a misspelt command: only what runs is imported, for start-up time),
+    run it with the config file's defaults, and exit. Click's own usage errors (an unknown
+    option, a value of the wrong type, a missing argument) become one line naming the problem
+    and where the help is, exit 2, instead of click's multi-line panel."""
+    command = invoked_command(args)
+    for name in (command,) if command in commands else commands:
+        importlib.import_module(f"{package}.{name}")
     try:
+        root = typer.main.get_command(app)
         # prog_name: completion answers to _ADVISOR_COMPLETE however the app was started
-        code = app(args=list(args), prog_name=app.info.name, standalone_mode=False)
+        code = root.main(args=list(args), prog_name=app.info.name, standalone_mode=False,
+                         default_map=load_defaults(root, commands))
+    except ConfigError as error:
+        code = report_error(str(error), 2)
     except NoArgsIsHelpError as error:
         if error.format_message().strip():  # empty when rich has printed the help already
             typer.echo(error.format_message())
@@ -65,17 +83,11 @@ def run_app(app: typer.Typer, args: Sequence[str]) -> NoReturn:
     except UsageError as error:
         # Without a context (a value missing at the end of the line) the command is the
         # first word that is not an option.
-        command = error.ctx.command_path if error.ctx else " ".join(
-            [app.info.name, *[arg for arg in args if not arg.startswith("-")][:1]])
-        code = report_error(f"{_one_line(error.format_message())} (see `{command} --help`)", 2)
+        where = (error.ctx.command_path if error.ctx
+                 else " ".join(filter(None, [app.info.name, command])))
+        code = report_error(f"{one_line(error.format_message())} (see `{where} --help`)", 2)
     except ClickException as error:
-        code = report_error(_one_line(error.format_message()), error.exit_code)
+        code = report_error(one_line(error.format_message()), error.exit_code)
     except typer.Abort:
         code = report_error("aborted", 1)
     sys.exit(code if isinstance(code, int) else 0)
-
-
-def _one_line(message: str) -> str:
-    # typer words a rejected value as pydantic does ("Value error, ..."): keep only the reason
-    message = " ".join(message.split()).replace(": Value error, ", ": ").removesuffix(".")
-    return message[:1].lower() + message[1:]

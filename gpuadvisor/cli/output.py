@@ -37,6 +37,12 @@ def report_error(message: str, code: int) -> int:
     return code
 
 
+def one_line(message: str) -> str:
+    """A click or typer message as one lower-case line, without typer's pydantic prefix."""
+    message = " ".join(message.split()).replace("Value error, ", "").removesuffix(".")
+    return message[:1].lower() + message[1:]
+
+
 def warn(message: str) -> None:
     typer.echo(f"warning: {message}", err=True)
 
