@@ -10,7 +10,7 @@ from gpuadvisor.cli.app import invoked_command, run_app
 
 # Imported for their registrations; each keeps heavy imports (pandas, sklearn) inside functions
 # so that `advisor recommend` starts fast.
-COMMAND_MODULES = ("recommend", "catalog", "data", "fit", "evaluate")
+COMMAND_MODULES = ("recommend", "catalog", "data", "fit", "evaluate", "check")
 
 
 def main(args: list[str] | None = None) -> None:

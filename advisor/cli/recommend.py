@@ -10,10 +10,10 @@ from pathlib import Path
 import typer
 
 from advisor.cli.app import app
+from advisor.cli.options import ARTIFACT_OPTION, CATALOG_OPTION
 from gpuadvisor.cli.output import (
     FORMAT_OPTION_HELP, Format, emit_csv, emit_json, fail, render_table, warn,
 )
-from gpuadvisor.cli.settings import envvar
 
 TABLE_COLUMNS = {
     "rank": "#", "where": "where", "instance_type": "instance", "shape": "GPUs x nodes",
@@ -72,12 +72,8 @@ def recommend(
     plot: Path | None = typer.Option(None, help="write the time-cost Pareto frontier PNG"),
     explain: bool = typer.Option(
         False, "--explain", help="show scaling, revocation risk and what was cut"),
-    artifact: Path | None = typer.Option(
-        None, envvar=envvar("artifact"),
-        help="fitted model artifact (default: datasets/model_artifact.json)"),
-    catalog: list[Path] | None = typer.Option(
-        None, envvar=envvar("catalog"),
-        help="catalog CSV to read instead of the shipped ones (repeatable)"),
+    artifact: Path | None = ARTIFACT_OPTION,
+    catalog: list[Path] | None = CATALOG_OPTION,
 ) -> None:
     """Recommend the cheapest cluster that meets --deadline, or the fastest within --budget.
 
