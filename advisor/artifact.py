@@ -10,6 +10,7 @@ provider, seen), `extrapolated` (neither: physics, priors and published figures 
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass
 from functools import cache
@@ -18,6 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from advisor import physics
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 DEFAULT_PATH = Path(__file__).resolve().parent.parent / "datasets" / "model_artifact.json"
@@ -59,7 +62,10 @@ class Lifetime:
 
 
 def load_artifact(path: str | Path | None = None) -> Artifact:
-    return _load(str(Path(path) if path else DEFAULT_PATH))
+    chosen = str(Path(path) if path else DEFAULT_PATH)
+    artifact = _load(chosen)
+    log.info("using %s (fitted %s)", chosen, artifact.doc.get("fitted_at"))
+    return artifact
 
 
 @cache

@@ -10,6 +10,7 @@ providers' pricing APIs (cloud/pricing_gcp.py, cloud/pricing_aws.py).
 from __future__ import annotations
 
 import csv
+import logging
 import os
 import tempfile
 import warnings
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from functools import cache
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 DATASETS = Path(__file__).resolve().parent.parent / "datasets"
 CATALOG_FILES = {"gcp": DATASETS / "catalog_gcp.csv", "aws": DATASETS / "catalog_aws.csv"}
@@ -287,6 +290,7 @@ def load_catalog(
     if not include_retired:
         offerings = [o for o in offerings if o.retired is None]
     catalog = Catalog(offerings, today or date.today())
+    log.info("loaded %d offerings from %s", len(offerings), ", ".join(map(str, files)))
     if catalog.stale_days > STALE_AFTER_DAYS:
         warnings.warn(
             f"the price catalog is {catalog.stale_days} days old (oldest price "

@@ -183,3 +183,43 @@ def test_a_config_variable_naming_no_file_is_an_error(tmp_path, monkeypatch, cap
     monkeypatch.setenv("GPUADVISOR_CONFIG", str(tmp_path / "missing.toml"))
     assert run("profiler", "runs") == 2
     assert "GPUADVISOR_CONFIG names" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("flags", "levels"), [
+    ([], set()), (["-v"], {"INFO"}), (["-vv"], {"INFO", "DEBUG"}),
+    (["--verbose", "--verbose"], {"INFO", "DEBUG"})])
+def test_verbose_logs_where_the_catalog_and_artifact_come_from(flags, levels, config, capsys):
+    config('[advisor.recommend]\ntop = 1\n')
+    assert run("advisor", *flags, "recommend", "--model", "resnet50", "--deadline", "3d",
+               "--format", "json") == 0
+    logged = [line.split()[1:3] for line in capsys.readouterr().err.splitlines()
+              if line.split()[1:2] in (["INFO"], ["DEBUG"])]
+    assert {level for level, _ in logged} == levels
+    if levels:
+        assert {"cloud.catalog:", "advisor.artifact:", "gpuadvisor.cli.config:"} <= {
+            name for _, name in logged}
+
+
+def test_verbose_logs_each_phase_a_sweep_trial_goes_through(capsys):
+    from gpuadvisor.cli.logs import set_verbosity
+    from profiler.progress import SweepDisplay
+
+    set_verbosity(1)
+    try:
+        with SweepDisplay(2, enabled=False) as display:
+            display.trial(1, 2, "resnet18 x2")
+            for phase in ("launching", "warm-up", "warm-up", "measuring", "revoked"):
+                display.phase(phase, 12.5 if phase == "measuring" else None)
+    finally:
+        set_verbosity(0)
+    lines = [line.split(": ", 1)[1] for line in capsys.readouterr().err.splitlines()]
+    assert lines == ["trial 1/2 resnet18 x2: launching",
+                     "trial 1/2 resnet18 x2: launching -> warm-up",
+                     "trial 1/2 resnet18 x2: warm-up -> measuring at 12.5 samples/s",
+                     "trial 1/2 resnet18 x2: measuring -> revoked"]
+
+
+def test_verbose_after_the_command_is_pointed_before_it(capsys):
+    assert run("advisor", "recommend", "-v", "--model", "resnet50") == 2
+    assert capsys.readouterr().err == (
+        "error: no such option: -v (it goes before the command: advisor -v recommend ...)\n")

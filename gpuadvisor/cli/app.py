@@ -1,5 +1,6 @@
-"""The frame both apps share: a root with --version and shell completion, and `run_app`, which
-runs a command with the config file's defaults and turns click's usage errors into one line."""
+"""The frame both apps share: a root with --version, -v/--verbose and shell completion, and
+`run_app`, which runs a command with the config file's defaults and turns click's usage errors
+into one line."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import NoReturn
 import typer
 import typer.main
 
-from gpuadvisor.cli.config import ConfigError, load_defaults
+from gpuadvisor.cli.config import ConfigError, load_defaults, log_sources
+from gpuadvisor.cli.logs import set_verbosity
 from gpuadvisor.cli.output import one_line, report_error
 
 try:  # typer >= 0.20 vendors click; older typers use click itself
@@ -23,8 +25,8 @@ DISTRIBUTION = "gpu-advisor"
 
 
 def make_app(name: str, help: str) -> typer.Typer:
-    """A Typer app whose root takes --version; typer adds --install-completion and
-    --show-completion."""
+    """A Typer app whose root takes --version and -v/--verbose; typer adds
+    --install-completion and --show-completion."""
     app = typer.Typer(name=name, help=help, no_args_is_help=True,
                       pretty_exceptions_enable=False)
 
@@ -35,12 +37,16 @@ def make_app(name: str, help: str) -> typer.Typer:
 
     @app.callback()
     def root(
+        ctx: typer.Context,
         version: bool = typer.Option(False, "--version", is_eager=True, callback=print_version,
                                      help="print the version and exit"),
+        verbose: int = typer.Option(0, "--verbose", "-v", count=True,
+                                    help="log what happens on stderr: -v progress, -vv detail"),
     ) -> None:
         # A group even when main() registers only the command being invoked: a Typer app with a
         # single command and no callback would run that command without its name.
-        pass
+        set_verbosity(verbose)
+        log_sources(ctx.default_map)
 
     return app
 
@@ -85,7 +91,10 @@ def run_app(app: typer.Typer, args: Sequence[str], package: str,
         # first word that is not an option.
         where = (error.ctx.command_path if error.ctx
                  else " ".join(filter(None, [app.info.name, command])))
-        code = report_error(f"{one_line(error.format_message())} (see `{where} --help`)", 2)
+        hint = f"see `{where} --help`"
+        if getattr(error, "option_name", None) in {opt for p in root.params for opt in p.opts}:
+            hint = f"it goes before the command: {app.info.name} {error.option_name} {command} ..."
+        code = report_error(f"{one_line(error.format_message())} ({hint})", 2)
     except ClickException as error:
         code = report_error(one_line(error.format_message()), error.exit_code)
     except typer.Abort:

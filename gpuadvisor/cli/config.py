@@ -18,6 +18,7 @@ The result is click's `default_map`: option defaults keyed by parameter name, ne
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -31,6 +32,8 @@ try:  # typer >= 0.20 vendors click; older typers use click itself
     from typer._click.exceptions import BadParameter
 except ImportError:
     from click import BadParameter, Command, Context, Parameter
+
+log = logging.getLogger(__name__)
 
 APPS = ("advisor", "profiler")  # the apps whose tables share the file
 CONFIG_VARIABLE = "GPUADVISOR_CONFIG"
@@ -69,6 +72,21 @@ def load_defaults(root: Command, commands: Collection[str]) -> dict[str, Any] | 
     shared = _shared(doc.get("defaults", {}), path)
     return _command_map(root, _table(doc, root.name, path, root.name), shared, path, root.name,
                         commands)
+
+
+def log_sources(default_map: Mapping[str, Any] | None) -> None:
+    """At -v, where this run's settings come from besides its command line."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    try:
+        path = config_path()
+    except ConfigError as error:  # run_app stopped on it already; an app run another way
+        path = f"unusable ({error})"
+    log.info("config file: %s", path or "none")
+    log.debug("defaults from it: %s", default_map or {})
+    for setting in SETTINGS:
+        if envvar(setting) in os.environ:
+            log.info("%s=%s in the environment", envvar(setting), os.environ[envvar(setting)])
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -127,8 +145,10 @@ def _command_map(command: Command, table: Mapping[str, Any],
                               f"{_closest(key, known)}; it takes {', '.join(known) or 'none'}")
         out[param.name] = _checked(ctx, param, value, f"config file {path}: [{where}] {key}")
     for name, subcommand in subcommands.items():
-        out[name] = _command_map(subcommand, _table(table, name, path, f"{where}.{name}"),
-                                 shared, path, f"{where}.{name}")
+        defaults = _command_map(subcommand, _table(table, name, path, f"{where}.{name}"),
+                                shared, path, f"{where}.{name}")
+        if defaults:
+            out[name] = defaults
     return out
 
 
