@@ -43,8 +43,8 @@ def make_app(name: str, help: str) -> typer.Typer:
         verbose: int = typer.Option(0, "--verbose", "-v", count=True,
                                     help="log what happens on stderr: -v progress, -vv detail"),
     ) -> None:
-        # A group even when main() registers only the command being invoked: a Typer app with a
-        # single command and no callback would run that command without its name.
+        # Also keeps the app a group when run_app registers only the command being invoked: a
+        # Typer app with a single command and no callback runs it without its name.
         set_verbosity(verbose)
         log_sources(ctx.default_map)
 

@@ -69,7 +69,7 @@ def load_defaults(root: Command, commands: Collection[str]) -> dict[str, Any] | 
         if section not in ("defaults", *APPS):
             raise ConfigError(f"config file {path}: unknown table [{section}]; use [defaults], "
                               f"{', '.join(f'[{app}.<command>]' for app in APPS)}")
-    shared = _shared(doc.get("defaults", {}), path)
+    shared = _shared(_table(doc, "defaults", path, "defaults"), path)
     return _command_map(root, _table(doc, root.name, path, root.name), shared, path, root.name,
                         commands)
 
@@ -129,15 +129,13 @@ def _command_map(command: Command, table: Mapping[str, Any],
                for key in _keys(param)}
     subcommands = getattr(command, "commands", {})
     out: dict[str, Any] = {}
-    for param in set(options.values()):
+    for param in dict.fromkeys(options.values()):
         if param.envvar in shared:
             key, value = shared[param.envvar]
             out[param.name] = _checked(ctx, param, value, f"config file {path}: [defaults] {key}")
     for key, value in table.items():
-        if key in subcommands:
-            continue
-        if key in commands:  # a command this run did not register: its own run checks it
-            continue
+        if key in subcommands or key in commands:
+            continue  # a subcommand's table: mapped below, or by the run that registers it
         param = options.get(key.replace("_", "-"))
         if param is None:
             known = sorted({*options, *subcommands})
