@@ -88,8 +88,8 @@ def _catalog(files: list[Path] | None) -> dict:
             warnings.simplefilter("ignore", StaleCatalogWarning)  # reported as the row's status
             loaded = load_catalog(files or None)
     except CatalogError as error:
-        return _row("catalog", Finding(False, str(error), "restore the file, or run advisor catalog "
-                                       "refresh --provider gcp|aws"))
+        return _row("catalog", Finding(False, str(error), "restore the file, or run "
+                                       "advisor catalog refresh --provider gcp|aws"))
     if not loaded.offerings:
         return _row("catalog", Finding(False, f"no offering in {names}",
                                        "advisor catalog refresh --provider gcp|aws"))
