@@ -10,6 +10,7 @@ provider, seen), `extrapolated` (neither: physics, priors and published figures 
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass, replace
 from functools import cache
@@ -20,6 +21,8 @@ import numpy as np
 from advisor import physics
 from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 from gpuadvisor import data
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 TARGETS = ("throughput", "startup_s", "checkpoint_s", "recovery_s")
@@ -61,7 +64,10 @@ class NodeLifetime:
 
 
 def load_artifact(path: str | Path | None = None) -> Artifact:
-    return _load(str(Path(path) if path else data.find("model_artifact.json")))
+    chosen = str(Path(path) if path else data.find("model_artifact.json"))
+    artifact = _load(chosen)
+    log.info("using %s (fitted %s)", chosen, artifact.doc.get("fitted_at"))
+    return artifact
 
 
 @cache

@@ -11,6 +11,7 @@ where they are read before the shipped ones (gpuadvisor/data.py).
 from __future__ import annotations
 
 import csv
+import logging
 import os
 import tempfile
 import warnings
@@ -24,6 +25,8 @@ from gpuadvisor import data
 from gpuadvisor.gpus import gpu_matches
 
 SPOT_MARKETS = "spot_markets.csv"
+
+log = logging.getLogger(__name__)
 STALE_AFTER_DAYS = 60
 PROVIDERS = ("gcp", "aws")
 INTERCONNECTS = ("PCIe", "NVLink", "NVSwitch")
@@ -294,6 +297,7 @@ def load_catalog(
     if not include_retired:
         offerings = [o for o in offerings if o.retired is None]
     catalog = Catalog(offerings, today or date.today())
+    log.info("loaded %d offerings from %s", len(offerings), ", ".join(map(str, files)))
     if catalog.stale_days > STALE_AFTER_DAYS:
         warnings.warn(
             f"the price catalog is {catalog.stale_days} days old (oldest price "

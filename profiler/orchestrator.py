@@ -7,6 +7,7 @@ trials are in the store as soon as they end, so an interrupted sweep resumes whe
 
 from __future__ import annotations
 
+import logging
 import shutil
 import signal
 import time
@@ -28,6 +29,8 @@ from profiler import ingest
 from profiler.progress import SweepDisplay, trial_phase
 from profiler.revocation import Revoker
 from profiler.spec import SweepSpec, Trial
+
+log = logging.getLogger(__name__)
 
 EXIT_GRACE_S = 10.0  # how long a finished or dying cluster gets to write its last records
 DEADLINE_MARGIN_S = 60.0
@@ -247,6 +250,7 @@ class TrialRun:
         trial = self.trial
         self.started = time.time()
         nodes = self.provider.launch(self.cluster)
+        log.debug("%s: launched %s", self.cluster.cluster, ", ".join(n.id for n in nodes))
         self._note_launched(nodes)
         ended_at = first_step = None
         while True:
@@ -315,6 +319,7 @@ class TrialRun:
 
     def _terminate(self) -> None:
         self.display.phase("stopping")
+        log.debug("%s: terminating %s", self.cluster.cluster, ", ".join(self.launched) or "none")
         self.provider.terminate(list(self.launched.values()))
         self.sink.close()
 

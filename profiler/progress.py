@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 from profiler.ingest import RevocationSeen, first
+
+log = logging.getLogger(__name__)
 
 PHASES = ("launching", "warm-up", "measuring", "revoked", "recovering", "stopping")
 
@@ -57,6 +61,7 @@ class SweepDisplay:
             refresh_per_second=4,
         )
         self._task = self._progress.add_task("sweep", total=total, phase="", rate="")
+        self._trial, self._phase = "", ""
 
     def __enter__(self) -> SweepDisplay:
         self._progress.start()
@@ -66,12 +71,18 @@ class SweepDisplay:
         self._progress.stop()
 
     def trial(self, index: int, total: int, label: str) -> None:
-        self._progress.update(self._task, description=f"trial {index}/{total} {label}",
-                              phase="launching", rate="")
+        self._trial = f"trial {index}/{total} {label}"
+        self._progress.update(self._task, description=self._trial, phase="launching", rate="")
+        self._phase = "launching"
+        log.info("%s: launching", self._trial)
 
     def phase(self, phase: str, samples_per_s: float | None = None) -> None:
         rate = f"{samples_per_s:,.1f} samples/s" if samples_per_s else ""
         self._progress.update(self._task, phase=phase, rate=rate)
+        if phase != self._phase:  # transitions only: the rate changes every poll
+            log.info("%s: %s -> %s%s", self._trial, self._phase, phase,
+                     f" at {rate}" if rate else "")
+            self._phase = phase
 
     def done(self, line: str) -> None:
         self._progress.advance(self._task)

@@ -8,11 +8,14 @@ replacement is launched, and the moment is kept for profiler/ingest.py to measur
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
 from cloud.provider import ClusterSpec, Node, Provider, ProviderEvent
 from profiler.ingest import RevocationSeen
+
+log = logging.getLogger(__name__)
 
 # What a revocation is called on each provider when this program causes it.
 INJECTED_CAUSE = {"local": "sigkill", "gcp": "maintenance", "aws": "interruption"}
@@ -72,6 +75,8 @@ class Revoker:
         return nodes
 
     def _replace(self, node: Node, seen: RevocationSeen) -> list[Node]:
+        log.info("%s: node %d (%s) revoked (%s); launching its replacement", self.spec.cluster,
+                 node.index, node.id, seen.cause)
         self._replaced[node.id] = seen
         self.provider.terminate([node])
         self.on_lost(node.index)

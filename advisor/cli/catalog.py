@@ -10,7 +10,8 @@ from typing import Optional
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit, fail, warn
+from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, fail, warn
+from gpuadvisor.cli.settings import envvar
 from gpuadvisor.vocab import market
 
 catalog_app = typer.Typer(
@@ -56,8 +57,8 @@ def show(
     spot: bool = typer.Option(False, "--spot", help="only offerings with a spot price; sort by it"),
     include_retired: bool = typer.Option(False, help="also GPUs no longer sold (GCP K80)"),
     file: Optional[list[Path]] = typer.Option(
-        None, "--file", help="catalog CSV to read instead of the shipped ones (repeatable)"
-    ),
+        None, "--file", envvar=envvar("catalog"),
+        help="catalog CSV to read instead of the shipped ones (repeatable)"),
     fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP),
 ) -> None:
     """List GPU offerings with their node-hour prices, cheapest per GPU-hour first.

@@ -7,7 +7,8 @@ from pathlib import Path
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail, warn
+from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail, warn
+from gpuadvisor.cli.settings import envvar
 
 data_app = typer.Typer(help="Measurement data: import CM-DARE's data, exchange files and "
                        "published figures into a store.", no_args_is_help=True)
@@ -16,8 +17,8 @@ import_app = typer.Typer(help="Import data into a measurement store (idempotent:
 data_app.add_typer(import_app, name="import")
 app.add_typer(data_app, name="data")
 
-STORE_OPTION = typer.Option(..., "--store", help="measurement store (SQLite file; created "
-                            "when absent)", dir_okay=False)
+STORE_OPTION = typer.Option(..., "--store", envvar=envvar("store"), dir_okay=False,
+                            help="measurement store (SQLite file; created when absent)")
 FORMAT_OPTION = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP)
 CMDARE_PATH = typer.Argument(..., help="CM-DARE's data/processed_data folder (or a clone of "
                              "cake-lab/CM-DARE)")

@@ -8,13 +8,14 @@ import typer
 
 from advisor.cli.app import app
 from advisor.cli.fit import EXCLUDE_SOFTWARE_OPTION
-from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail
+from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail
+from gpuadvisor.cli.settings import envvar
 
 
 @app.command("evaluate")
 def evaluate(
-    store: Path = typer.Option(..., "--store", help="measurement store (SQLite file)",
-                               dir_okay=False),
+    store: Path = typer.Option(..., "--store", envvar=envvar("store"), dir_okay=False,
+                               help="measurement store (SQLite file)"),
     split: str = typer.Option("model", "--split",
                               help="model | gpu | nodes | random: what is held out"),
     target: str = typer.Option("throughput", "--target", help="throughput | step_time"),

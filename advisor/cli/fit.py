@@ -7,7 +7,8 @@ from pathlib import Path
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail, warn
+from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail, warn
+from gpuadvisor.cli.settings import envvar
 
 # Shared with `advisor evaluate`, which must leave out the same trials to judge a fit.
 EXCLUDE_SOFTWARE_OPTION = typer.Option(
@@ -18,8 +19,8 @@ EXCLUDE_SOFTWARE_OPTION = typer.Option(
 
 @app.command("fit")
 def fit(
-    store: Path = typer.Option(..., "--store", help="measurement store (SQLite file)",
-                               exists=False, dir_okay=False),
+    store: Path = typer.Option(..., "--store", envvar=envvar("store"), dir_okay=False,
+                               help="measurement store (SQLite file)"),
     output: Path = typer.Option(Path("model_artifact.json"), "--output", "-o",
                                 help="where to write the artifact (JSON)", dir_okay=False),
     include_published: bool = typer.Option(

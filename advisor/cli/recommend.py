@@ -12,7 +12,8 @@ from pathlib import Path
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.output import emit_csv, emit_json, fail, warn
+from advisor.cli.options import ARTIFACT_OPTION, CATALOG_OPTION
+from gpuadvisor.cli.output import emit_csv, emit_json, fail, render_table, warn
 from gpuadvisor.durations import format_usd
 from gpuadvisor.vocab import PRECISIONS
 from advisor.reasons import Reason
@@ -40,6 +41,7 @@ TABLE_COLUMNS = {
     "market": "market", "throughput": "samples/s", "time": "time P50-P90",
     "cost": "cost P50-P90", "p_deadline": "P(dl)", "provenance": "evidence",
 }  # fmt: skip
+NUMERIC = ("rank", "throughput", "time", "cost", "time_conf", "cost_conf", "p_deadline")
 # On a console narrower than the full table, the first of these layouts that fits: the
 # pick's key figures (instance, shape, market, time and cost at confidence, P(dl)) stay;
 # evidence, throughput, the P50s and then the provider go first (the region names tell GCP's
@@ -91,11 +93,8 @@ def recommend(
     plot: Path | None = typer.Option(None, help="write the time-cost Pareto frontier PNG"),
     explain: bool = typer.Option(
         False, "--explain", help="show scaling, revocation risk and what was cut"),
-    artifact: Path | None = typer.Option(
-        None, help="fitted model artifact (default: model_artifact.json in the user data "
-        "dir, else the shipped one)"),
-    catalog: list[Path] | None = typer.Option(
-        None, help="catalog CSV to read instead of the shipped ones (repeatable)"),
+    artifact: Path | None = ARTIFACT_OPTION,
+    catalog: list[Path] | None = CATALOG_OPTION,
     schema: bool = typer.Option(
         False, "--schema", help="print the JSON Schema of --format json and exit"),
 ) -> None:
@@ -200,9 +199,7 @@ def _report(result, fmt: RecommendFormat, explain: bool) -> None:
 
 
 def _table(rows, plans, work, as_of, format_duration) -> None:
-    from rich import box
     from rich.console import Console
-    from rich.table import Table
 
     c = plans.constraints
     goal = " and ".join(
@@ -224,21 +221,15 @@ def _table(rows, plans, work, as_of, format_duration) -> None:
     } for row in rows]
     headers = {**TABLE_COLUMNS, "time_conf": f"time@{at}", "cost_conf": f"cost@{at}",
                "provider": "cloud", "region": "region", "shape_short": "GPUs x n"}
+    title = (f"{work.model}: {goal} at {at} confidence; "
+             f"{len(plans.ranked):,} of {len(plans.candidates):,} plans qualify")
+    styles = ["bold green" if row["rank"] == 1 else None for row in rows]
     console = Console()
     for dropped, replaced, left_out in NARROW_LAYOUTS:
         keys = [replaced.get(key, key) for key in TABLE_COLUMNS
                 if key not in dropped or key in replaced]
-        table = Table(title=f"{work.model}: {goal} at {at} confidence; "
-                            f"{len(plans.ranked):,} of {len(plans.candidates):,} plans qualify",
-                      box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-        for key in keys:
-            numeric = key in ("rank", "throughput", "time", "cost", "time_conf", "cost_conf",
-                              "p_deadline")
-            table.add_column(headers[key], justify="right" if numeric else "left",
-                             overflow="fold")
-        for row, cell in zip(rows, cells):
-            table.add_row(*(cell[key] for key in keys),
-                          style="bold green" if row["rank"] == 1 else None)
+        table = render_table(cells, keys, title=title, headers=headers, right=NUMERIC,
+                             compact=True, row_styles=styles)
         unbounded = console.options.update_width(10_000)  # the table's natural width
         if console.measure(table, options=unbounded).maximum <= console.width:
             break

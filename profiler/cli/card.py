@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from advisor.cli.output import Format, emit, emit_json, fail
+from gpuadvisor.cli.output import Format, emit, emit_json, emit_table, fail
 from profiler.cli.app import app
 
 LIST_COLUMNS = ["model", "task", "dataset", "samples_per_epoch", "epochs", "input",
@@ -142,7 +142,4 @@ def _list(fmt: Format) -> None:
         })
     if fmt is not Format.table:
         return emit(rows, LIST_COLUMNS, fmt)
-    from profiler.cli.runs import wide_table
-
-    wide_table(rows, {c: LIST_HEADERS.get(c, c) for c in LIST_COLUMNS}, "model zoo",
-               left=("model", "task", "dataset", "input"))
+    emit_table(rows, LIST_COLUMNS, title="model zoo", headers=LIST_HEADERS, wrap=False)

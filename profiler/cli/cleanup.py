@@ -6,7 +6,7 @@ import time
 
 import typer
 
-from advisor.cli.output import FORMAT_OPTION_HELP, Format, emit, fail
+from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, fail
 from gpuadvisor.durations import parse_duration
 from profiler.cli.app import app
 

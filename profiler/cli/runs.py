@@ -8,7 +8,8 @@ from typing import Any
 
 import typer
 
-from advisor.cli.output import emit_csv, emit_json, emit_table, fail
+from gpuadvisor.cli.output import emit_csv, emit_json, emit_table, fail
+from gpuadvisor.cli.settings import envvar
 from profiler.cli.app import app
 
 
@@ -21,7 +22,8 @@ class RunsFormat(str, Enum):
 
 @app.command()
 def runs(
-    store: Path = typer.Option(Path("runs.db"), "--store", help="measurement store (SQLite)"),
+    store: Path = typer.Option(Path("runs.db"), "--store", envvar=envvar("store"),
+                               help="measurement store (SQLite)"),
     fmt: RunsFormat = typer.Option(RunsFormat.table, "--format", help="table for people; json "
                                    "(the exchange form), csv or parquet for scripts"),
     output: Path | None = typer.Option(None, "--output", "-o", help="write to this file "
@@ -97,27 +99,10 @@ def _print(trials: list[dict[str, Any]], fmt: RunsFormat, detail: bool) -> None:
     elif not trials:
         typer.echo("no trials match", err=True)
     else:
-        wide_table([summary_row(t) for t in trials], SUMMARY_HEADERS, f"{len(trials)} trials",
-                   left=("sweep", "model", "cluster", "precision", "status"))
-
-
-def wide_table(rows: list[dict[str, Any]], headers: dict[str, str], title: str,
-               left: tuple[str, ...] = ()) -> None:
-    """A table that never folds its cells: a terminal shows what fits, pipes get 160 columns."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from advisor.cli.output import table_cell
-
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=160)
-    table = Table(title=title)
-    for key, header in headers.items():
-        table.add_column(header, justify="left" if key in left else "right", no_wrap=True)
-    for row in rows:
-        table.add_row(*(table_cell(row.get(key)) for key in headers))
-    console.print(table)
+        left = ("sweep", "model", "cluster", "precision", "status")
+        emit_table([summary_row(t) for t in trials], list(SUMMARY_HEADERS),
+                   title=f"{len(trials)} trials", headers=SUMMARY_HEADERS,
+                   right=[key for key in SUMMARY_HEADERS if key not in left], wrap=False)
 
 
 def _print_trial(trial: dict[str, Any]) -> None:

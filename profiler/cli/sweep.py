@@ -6,23 +6,26 @@ from pathlib import Path
 
 import typer
 
-from advisor.cli.output import Format, emit, emit_json, fail
+from gpuadvisor.cli.output import Format, emit, emit_json, fail
+from gpuadvisor.cli.settings import envvar
 from profiler.cli.app import app
 
 
 @app.command()
 def sweep(
     spec_path: Path = typer.Argument(..., metavar="SPEC.yaml", help="the sweep spec"),
-    store: Path = typer.Option(Path("runs.db"), "--store", help="measurement store (SQLite)"),
+    store: Path = typer.Option(Path("runs.db"), "--store", envvar=envvar("store"),
+                               help="measurement store (SQLite)"),
     provider: str = typer.Option(None, "--provider", help="override the spec's provider: "
                                  "local, gcp or aws"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the trial grid and every "
                                  "provider request; launch nothing"),
     max_cost: float = typer.Option(None, "--max-cost", metavar="USD", min=0,
                                    help="stop before the estimated spend passes this"),
-    results: str = typer.Option(None, "--results", metavar="URL", help="where nodes write "
-                                "their records: file://DIR, gs://BUCKET/PREFIX, s3://... "
-                                "(default: runs/records beside the store)"),
+    results: str = typer.Option(None, "--results", metavar="URL", envvar=envvar("results"),
+                                help="where nodes write their records: file://DIR, "
+                                "gs://BUCKET/PREFIX, s3://... (default: runs/records beside "
+                                "the store)"),
     fmt: Format = typer.Option(Format.table, "--format", help="for --dry-run: table or json"),
 ) -> None:
     """Run a sweep: launch each trial's cluster, train, revoke if asked, store the figures.
