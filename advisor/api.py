@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuadvisor.durations import format_duration, format_usd, parse_budget, parse_deadline
-from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL, market
 from advisor.errors import AdvisorError, NoPlanError, ParameterError
 from advisor.optimizer import Constraints, Plans
+from gpuadvisor.durations import format_duration, format_usd, parse_budget, parse_deadline
+from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL, market
 
 # SkyPilot's names of the catalog's GPUs where they differ (`sky show-gpus`).
 SKYPILOT_ACCELERATORS = {"A100-40GB": "A100", "H100-80GB": "H100"}

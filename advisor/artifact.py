@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from advisor import physics
-from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 from gpuadvisor import data
+from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from advisor.artifact import Artifact
 from advisor.features import take
-from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 from advisor.fit import SEED, fit_throughput, throughput_data
+from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 
 SPLITS = ("model", "gpu", "nodes", "random")
 TARGETS = ("throughput", "step_time")

@@ -7,7 +7,6 @@ import numpy as np
 
 from advisor.optimizer import Plans
 from advisor.risk import mean_lifetime_s
-from gpuadvisor.durations import format_duration
 from gpuadvisor.vocab import market
 
 # Or, Zhang and Freedman (MLSys 2020) keep adding workers while each added one contributes at

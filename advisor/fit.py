@@ -21,8 +21,8 @@ import numpy as np
 
 from advisor import physics
 from advisor.artifact import SCHEMA_VERSION, Artifact, config_keys
-from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 from advisor.features import model_features, take, trial_features
+from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 
 # Fixed a priori, never tuned on evaluation folds: a prior row weighs as much as one
 # measured configuration.

@@ -33,10 +33,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from gpuadvisor.vocab import PRECISIONS, check_precision
-
 from cloud.sinks import open_sink
 from gpuadvisor.records import Recorder
+from gpuadvisor.vocab import PRECISIONS, check_precision
 from profiler import checkpoint, zoo
 from profiler.clock import process_start_time
 from profiler.stability import StoppingRule

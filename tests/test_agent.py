@@ -15,7 +15,7 @@ import pytest
 
 from cloud.provider import SinkError
 from cloud.sinks import open_sink
-from gpuadvisor.records import RecordError, Recorder
+from gpuadvisor.records import Recorder, RecordError
 from profiler import agent
 from profiler.checkpoint import StepMarker
 

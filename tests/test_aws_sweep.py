@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 
-from typer.testing import CliRunner
-
 from fakes.aws import aws, moto_endpoint  # noqa: F401
+from typer.testing import CliRunner
 
 from gpuadvisor.store import Store
 from profiler.cli import COMMAND_MODULES, app

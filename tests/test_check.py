@@ -135,8 +135,9 @@ def test_a_profile_that_assumes_a_role_is_configured_but_not_resolved(home, monk
 
 
 def test_a_missing_sdk_extra_is_named_with_its_install_command(home, monkeypatch, capsys):
-    import cloud.credentials
     from importlib.metadata import PackageNotFoundError
+
+    import cloud.credentials
 
     def version(name):
         if name == "boto3":

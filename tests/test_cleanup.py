@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
-
 from fakes.aws import aws, aws_provider, moto_endpoint, without_aws_credentials  # noqa: F401
+from typer.testing import CliRunner
 
 from cloud.provider import ClusterSpec
 from gpuadvisor.durations import parse_duration

@@ -8,9 +8,9 @@ from test_recommend_fixtures import CARDS, OFFERINGS, offering_arrays
 
 from advisor.candidates import CandidateError, Filters, enumerate_candidates
 from advisor.reasons import Reason
-from gpuadvisor.durations import parse_budget, parse_deadline
 from advisor.workload import GIB, WorkloadError, build_workload
 from cloud.gpus import gpu_spec
+from gpuadvisor.durations import parse_budget, parse_deadline
 
 
 @pytest.mark.parametrize("text, seconds", [

@@ -4,7 +4,6 @@ the storage JSON API reached through google-cloud-storage itself."""
 from __future__ import annotations
 
 import pytest
-
 from fakes.aws import aws, client, moto_endpoint  # noqa: F401
 
 from cloud.provider import SinkError

@@ -8,11 +8,11 @@ from advisor.candidates import Filters, enumerate_candidates
 from advisor.workload import build_workload
 from cloud.catalog import load_catalog
 from cloud.gpus import gpu_spec, gpu_specs
+from cloud.local import LocalProvider
+from gpuadvisor.cards import load_cards
 from gpuadvisor.gpus import gpu_matches
 from gpuadvisor.vocab import MARKETS, PRECISIONS, VocabError, check_precision, market
 from profiler import worker
-from gpuadvisor.cards import load_cards
-from cloud.local import LocalProvider
 from profiler.orchestrator import agent_config
 from profiler.spec import parse_spec
 

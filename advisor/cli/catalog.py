@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import warnings
-from datetime import date
 from pathlib import Path
 from typing import Optional
 
@@ -129,7 +128,11 @@ def refresh(
       advisor catalog refresh --provider aws --region us-east-1 --output-dir /tmp/prices
     """
     from cloud.catalog import (
-        COLUMNS, SPOT_COLUMNS, SPOT_MARKETS, catalog_name, read_spot_markets,
+        COLUMNS,
+        SPOT_COLUMNS,
+        SPOT_MARKETS,
+        catalog_name,
+        read_spot_markets,
         write_csv_atomically,
     )  # fmt: skip
     from cloud.provider import ProviderError

@@ -81,7 +81,11 @@ def _cards() -> dict:
 
 def _catalog(files: list[Path] | None) -> dict:
     from cloud.catalog import (
-        PROVIDERS, STALE_AFTER_DAYS, CatalogError, StaleCatalogWarning, catalog_name,
+        PROVIDERS,
+        STALE_AFTER_DAYS,
+        CatalogError,
+        StaleCatalogWarning,
+        catalog_name,
         load_catalog,
     )  # fmt: skip
     from cloud.credentials import Finding

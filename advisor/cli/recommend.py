@@ -13,10 +13,10 @@ import typer
 
 from advisor.cli.app import app
 from advisor.cli.options import ARTIFACT_OPTION, CATALOG_OPTION
+from advisor.reasons import Reason
 from gpuadvisor.cli.output import emit_csv, emit_json, fail, render_table, warn
 from gpuadvisor.durations import format_usd
 from gpuadvisor.vocab import PRECISIONS
-from advisor.reasons import Reason
 
 
 class RecommendFormat(str, Enum):

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from gpuadvisor.store import TABLES, Store
 
-
 # Reference data that must not ship with the repository (CM-DARE's) lies under this directory;
 # by default ../shared/reference beside the checkout.
 REFERENCE_ENV = "GPUADVISOR_REFERENCE"

@@ -94,7 +94,7 @@ def _run(spec, store, provider, results_url: str) -> None:
 
 
 def _print_dry_run(spec, provider, results_url: str, fmt: Format) -> None:
-    from profiler.orchestrator import estimated_cost, dry_run_sweep
+    from profiler.orchestrator import dry_run_sweep, estimated_cost
 
     launches = dry_run_sweep(spec, provider, results_url)
     if fmt is Format.json:

@@ -14,12 +14,12 @@ Every request is kept in `requests`.
 from __future__ import annotations
 
 import copy
-from datetime import datetime, timezone
 import itertools
 import json
 import re
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
