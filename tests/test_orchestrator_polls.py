@@ -14,11 +14,11 @@ from cloud.local import LocalProvider
 from cloud.provider import ClusterSpec, Node, Provider
 from cloud.sinks import open_sink
 from gpuadvisor.records import make
+from gpuadvisor.store import Store
 from profiler import orchestrator, revocation
 from profiler.orchestrator import TrialRun, min_seconds
 from profiler.progress import SweepDisplay
 from profiler.spec import parse_spec
-from profiler.store import Store
 
 SPEC = {"name": "polls", "provider": "local", "models": ["resnet18"], "nodes": [2],
         "batch_size": 8, "max_seconds": 30, "startup_timeout": 300,
