@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from cloud.adaptors import install_hint
+
 # The distributions each provider's extra installs (pyproject.toml).
 EXTRAS = {"gcp": ("google-cloud-compute", "google-cloud-storage"), "aws": ("boto3",)}
 GCP_LOGIN = "gcloud auth application-default login"
@@ -41,8 +43,7 @@ def sdk(provider: str) -> Finding:
         except PackageNotFoundError:
             missing.append(distribution)
     if missing:
-        return Finding(False, f"{', '.join(missing)} not installed",
-                       f"pip install 'gpu-advisor[{provider}]'")
+        return Finding(False, f"{', '.join(missing)} not installed", install_hint(provider))
     return Finding(True, ", ".join(found))
 
 

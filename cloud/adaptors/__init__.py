@@ -16,13 +16,16 @@ from types import ModuleType
 from cloud.provider import ProviderError
 
 
+def install_hint(extra: str) -> str:
+    return f"pip install 'gpu-advisor[{extra}]'"
+
+
 def load(module: str, extra: str) -> ModuleType:
     """The SDK module, imported on first use; without it, the extra that brings it."""
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise ProviderError(
-            f"{module} is not installed; pip install 'gpu-advisor[{extra}]'") from None
+        raise ProviderError(f"{module} is not installed; {install_hint(extra)}") from None
 
 
 @contextmanager
