@@ -21,7 +21,7 @@ from profiler.progress import SweepDisplay
 from profiler.spec import parse_spec
 
 SPEC = {"name": "polls", "provider": "local", "models": ["resnet18"], "nodes": [2],
-        "batch_size": 8, "max_seconds": 30, "startup_timeout": 300,
+        "batch_per_gpu": 8, "max_seconds": 30, "startup_timeout": 300,
         "revocation": {"node": 1, "at_seconds": 5}}
 
 
