@@ -56,7 +56,8 @@ class Recommendation:
         pick = self.pick
         lifetime = (self.lifetimes[(pick["provider"], pick["gpu"], pick["region"])]
                     if pick["market"] == "spot"
-                    else NodeLifetime("on-demand", 1.0, math.inf, "on-demand nodes are not revoked"))
+                    else NodeLifetime("on-demand", 1.0, math.inf,
+                                      "on-demand nodes are not revoked"))
         return explanation(self.ranking, lifetime)
 
     def to_dict(self, explain: bool = False) -> dict:

@@ -113,7 +113,8 @@ class Artifact:
         measured = spec["seen"]["configs"]
         keys, inverse = unique_keys(*(physics.codes(features, c) for c in CONFIG_COLUMNS))
         is_measured = np.array([k in measured for k in keys], dtype=bool)[inverse]
-        workers = np.asarray(features["nodes"], float) * np.asarray(features["gpus_per_node"], float)
+        workers = (np.asarray(features["nodes"], float)
+                   * np.asarray(features["gpus_per_node"], float))
         pairs = (physics.codes(features, "model"), physics.codes(features, "gpu"))
         lo_w = _lookup({k: v[0] for k, v in spec["seen"]["model_gpu"].items()}, pairs, np.inf)
         hi_w = _lookup({k: v[1] for k, v in spec["seen"]["model_gpu"].items()}, pairs, -np.inf)
@@ -190,8 +191,8 @@ class Artifact:
             if row["provider"] == provider and row["gpu"] in ("*", gpu) and \
                     row["region"] in ("*", region):
                 cap = math.inf if row["cap_s"] is None else row["cap_s"]
-                return NodeLifetime("weibull", row["shape"], row["scale_s"], "prior: " + row["source"],
-                                cap)
+                return NodeLifetime("weibull", row["shape"], row["scale_s"],
+                                    "prior: " + row["source"], cap)
         raise ArtifactError(f"no lifetime model for {provider} spot nodes; refit with a prior")
 
 

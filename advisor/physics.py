@@ -16,10 +16,10 @@ and, with parameter servers, no step is faster than the servers can serve all W 
     step = (t^P + t_server^P)^(1/P)
 
 (a smooth maximum: throughput grows with workers until the servers saturate, on bytes or on
-the per-tensor requests each worker's push and pull make), with F FLOPs per sample (forward + backward), b the per-GPU batch, A activation bytes per
-sample, G gradient bytes, T the model's tensors (a checkpoint's count: two models of equal
-FLOPs run at different speeds when one has four times the layers), N nodes, g GPUs per node,
-W workers. Each coefficient `a` is the
+the per-tensor requests each worker's push and pull make), with F FLOPs per sample (forward +
+backward), b the per-GPU batch, A activation bytes per sample, G gradient bytes, T the model's
+tensors (a checkpoint's count: two models of equal FLOPs run at different speeds when one has
+four times the layers), N nodes, g GPUs per node, W workers. Each coefficient `a` is the
 inverse of an achieved efficiency (or, for communication, the exposed fraction after overlap
 over the achieved share of bandwidth), so the model has few physical parameters and
 extrapolates to GPUs and cluster sizes it never saw. numpy only: it is on the recommend path.

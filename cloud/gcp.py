@@ -350,7 +350,8 @@ class GcpProvider(Provider):
     def _node(self, spec: ClusterSpec, index: int, instance, launched_at: float | None = None):
         """A Node for an instance; one this process did not launch dates from its creation."""
         zone = instance.zone.rsplit("/", 1)[-1]
-        address = instance.network_interfaces[0].network_i_p if instance.network_interfaces else None
+        address = (instance.network_interfaces[0].network_i_p
+                   if instance.network_interfaces else None)
         return Node(
             provider=self.name,
             cluster=spec.cluster,
@@ -399,7 +400,8 @@ class GcpProvider(Provider):
         return self._find(f'name eq "{_name_pattern(cluster)}"')
 
     def list(self, cluster: str) -> dict[str, NodeState]:
-        return {i.name: STATES.get(i.status, NodeState.PENDING) for i in self._cluster_instances(cluster)}
+        return {i.name: STATES.get(i.status, NodeState.PENDING)
+                for i in self._cluster_instances(cluster)}
 
     def poll_events(self, cluster: str) -> list[ProviderEvent]:
         now = self._clock()
@@ -412,7 +414,8 @@ class GcpProvider(Provider):
             seen.setdefault(instance.status, now)
             if instance.status == "RUNNING" and self._first(instance.name, "running"):
                 events.append(self._running_event(instance, seen, now))
-            elif STATES.get(instance.status) is NodeState.TERMINATED and instance.name not in preempted:
+            elif (STATES.get(instance.status) is NodeState.TERMINATED
+                  and instance.name not in preempted):
                 if self._first(instance.name, "terminated"):
                     events.append(ProviderEvent(instance.name, "terminated", now))
         for node in self._nodes.get(cluster, []):

@@ -107,7 +107,8 @@ def fetch_on_demand(pricing, instance_types, regions) -> dict[tuple[str, str], d
             priced = [p for p in products if p["price"] > 0]
             if len(priced) > 1:
                 raise ProviderError(f"Price List API: {len(priced)} products match "
-                                    f"{instance_type} in {region}; the filters need tightening")  # fmt: skip
+                                    f"{instance_type} in {region}; "
+                                    "the filters need tightening")  # fmt: skip
             if priced:
                 found[(instance_type, region)] = priced[0]
     return found

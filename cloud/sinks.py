@@ -93,7 +93,8 @@ class ObjectSink:
 
     def _key(self, node: int) -> str:
         # Time first, so a listing comes back roughly in write order; pid + counter: unique.
-        return f"{self.prefix}node-{int(node)}/{time.time_ns():020d}-{os.getpid()}-{next(self._seq)}.jsonl"
+        return (f"{self.prefix}node-{int(node)}/"
+                f"{time.time_ns():020d}-{os.getpid()}-{next(self._seq)}.jsonl")
 
     def append(self, record: dict) -> None:
         self.append_batch([record])
@@ -101,7 +102,8 @@ class ObjectSink:
     def append_batch(self, records: list[dict]) -> None:
         """One object for records of one node."""
         if records:
-            self.bucket.put(self._key(records[0]["node"]), "".join(dumps(r) for r in records).encode())
+            self.bucket.put(self._key(records[0]["node"]),
+                            "".join(dumps(r) for r in records).encode())
 
     def read_all(self) -> list[dict]:
         for key in self.bucket.keys(self.prefix):

@@ -151,7 +151,8 @@ def revocation_row(records: list[dict], seen: RevocationSeen) -> dict[str, Any]:
     replacement's records; None where the records never showed that moment."""
     at = seen.at
     survivors = [r for r in records if r["node"] != seen.node and r["t"] > at]
-    failures = [r["t"] for r in survivors if r["type"] == "worker_exit" and r["status"] != "finished"]
+    failures = [r["t"] for r in survivors
+                if r["type"] == "worker_exit" and r["status"] != "finished"]
     restarts = [r["t"] - (r["duration_s"] or 0) for r in survivors
                 if r["type"] == "rendezvous" and r["restart"] > 0]
     rendezvous = first(records, "rendezvous", after=at)

@@ -22,7 +22,8 @@ RETRY_S = 5.0  # after the metadata server could not be reached
 
 
 def _base() -> str:
-    return f"http://{os.environ.get('GCE_METADATA_HOST', 'metadata.google.internal')}/computeMetadata/v1/instance/"
+    return (f"http://{os.environ.get('GCE_METADATA_HOST', 'metadata.google.internal')}"
+            "/computeMetadata/v1/instance/")
 
 
 def _get(path: str, etag: str | None, timeout_s: int) -> tuple[str, str | None]:
@@ -48,8 +49,9 @@ def watch_gcp(notify: Callable[..., None], stop: threading.Event, timeout_s: int
                 continue
             if fires(value):
                 told = True
-                notify(kind=kind, notice_s=notice_s, detail={"source": f"instance/{path}",
-                                                             "value": value, "seen_at": time.time()})
+                notify(kind=kind, notice_s=notice_s,
+                       detail={"source": f"instance/{path}", "value": value,
+                               "seen_at": time.time()})
 
     helper = threading.Thread(target=follow, daemon=True, name="gcp-maintenance-watch", args=(
         "maintenance-event", lambda v: v not in ("NONE", ""), "maintenance", MAINTENANCE_NOTICE_S))

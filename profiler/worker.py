@@ -13,10 +13,11 @@ worker.json holds the fields of WorkerConfig. The environment may add PROFILER_A
 Every rank trains; rank 0 times its steps (CUDA events read a few steps late, so no step waits
 for the GPU; perf_counter on CPU), feeds them to the stopping rule (profiler/stability.py),
 checkpoints, and decides when to stop (stable, or max_seconds; the job's first attempt not
-before min_seconds, which the sweep sets past a planned revocation), which it tells the other ranks every CHECK_EVERY steps
-over a gloo group; any rank that got SIGUSR1 (its node will be revoked) makes rank 0 save a
-checkpoint at that point. Records (gpuadvisor/records.py) go to the sink. After a torchrun restart the
-worker resumes from the latest checkpoint and measures afresh.
+before min_seconds, which the sweep sets past a planned revocation), which it tells the other
+ranks every CHECK_EVERY steps over a gloo group; any rank that got SIGUSR1 (its node will be
+revoked) makes rank 0 save a checkpoint at that point. Records (gpuadvisor/records.py) go to
+the sink. After a torchrun restart the worker resumes from the latest checkpoint and measures
+afresh.
 """
 
 from __future__ import annotations

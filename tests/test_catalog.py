@@ -38,23 +38,28 @@ def test_shipped_files_load_with_every_field():
         assert o.gpu_type in known
         assert o.interconnect in cat.INTERCONNECTS
         assert o.gpus_per_node >= 1 and o.vcpus >= 1 and o.memory_gb > 0 and o.network_gbps > 0
-        assert o.price_on_demand > 0 and (o.price_spot is None or 0 < o.price_spot < o.price_on_demand)
+        assert o.price_on_demand > 0 and (
+            o.price_spot is None or 0 < o.price_spot < o.price_on_demand)
         assert isinstance(o.as_of, date) and o.as_of <= date.today() and o.source
 
 
 def test_gcp_price_components_add_up():
     for o in load(include_retired=True).filter(provider="gcp").offerings:
         assert o.gpu_price_on_demand is not None and o.host_price_on_demand is not None
-        assert o.gpu_price_on_demand + o.host_price_on_demand == pytest.approx(o.price_on_demand, abs=2e-3)
+        assert o.gpu_price_on_demand + o.host_price_on_demand == pytest.approx(
+            o.price_on_demand, abs=2e-3)
         if o.price_spot is not None:
             assert o.gpu_price_spot + o.host_price_spot == pytest.approx(o.price_spot, abs=2e-3)
 
 
 def test_every_gpu_and_main_region_present():
     catalog = load()
-    assert set(catalog.filter(provider="gcp").gpu_types) >= {"T4", "V100", "P100", "L4", "A100-40GB", "A100-80GB", "H100-80GB"}
-    assert set(catalog.filter(provider="aws").gpu_types) >= {"T4", "A10G", "L4", "V100", "A100-40GB", "A100-80GB", "H100-80GB"}
-    assert {"us-central1", "us-east1", "europe-west4", "us-east-1", "us-west-2", "eu-west-1"} <= set(catalog.regions)
+    assert set(catalog.filter(provider="gcp").gpu_types) >= {
+        "T4", "V100", "P100", "L4", "A100-40GB", "A100-80GB", "H100-80GB"}
+    assert set(catalog.filter(provider="aws").gpu_types) >= {
+        "T4", "A10G", "L4", "V100", "A100-40GB", "A100-80GB", "H100-80GB"}
+    assert {"us-central1", "us-east1", "europe-west4", "us-east-1", "us-west-2",
+            "eu-west-1"} <= set(catalog.regions)
 
 
 def test_retired_k80_hidden_unless_asked():
@@ -66,7 +71,8 @@ def test_retired_k80_hidden_unless_asked():
 def test_filters_and_gpu_family():
     catalog = load()
     gcp_v100 = catalog.filter(provider="gcp", region="us-central1", gpu="v100")
-    assert {o.instance_type for o in gcp_v100.offerings} == {f"n1-standard-{v}" for v in (8, 16, 32, 64)}
+    assert {o.instance_type for o in gcp_v100.offerings} == {
+        f"n1-standard-{v}" for v in (8, 16, 32, 64)}
     assert set(catalog.filter(gpu="A100").gpu_types) == {"A100-40GB", "A100-80GB"}
     spot = catalog.filter(spot=True)
     assert spot.offerings and all(o.price_spot is not None for o in spot.offerings)
@@ -75,7 +81,8 @@ def test_filters_and_gpu_family():
 
 @pytest.mark.parametrize(
     "kwargs, accepted",
-    [({"provider": "azure"}, "gcp, aws"), ({"region": "mars-1"}, "us-central1"), ({"gpu": "B200"}, "T4")],
+    [({"provider": "azure"}, "gcp, aws"), ({"region": "mars-1"}, "us-central1"),
+     ({"gpu": "B200"}, "T4")],
 )
 def test_unknown_filter_values_list_accepted_ones(kwargs, accepted):
     with pytest.raises(cat.CatalogError, match=accepted):
@@ -86,7 +93,8 @@ def test_as_arrays_match_offerings():
     catalog = load().filter(provider="aws")
     arrays = catalog.as_arrays()
     assert {len(v) for v in arrays.values()} == {len(catalog.offerings)}
-    assert arrays["price_on_demand"].dtype == np.float64 and arrays["gpus_per_node"].dtype == np.int64
+    assert (arrays["price_on_demand"].dtype == np.float64
+            and arrays["gpus_per_node"].dtype == np.int64)
     missing = [o.price_spot is None for o in catalog.offerings]
     assert np.isnan(arrays["price_spot"]).tolist() == missing
     i = next(i for i, o in enumerate(catalog.offerings) if o.instance_type == "p3.16xlarge")
@@ -190,7 +198,8 @@ runner = CliRunner()
 
 
 def test_cli_show_json_sorted_by_gpu_hour():
-    result = runner.invoke(app, ["catalog", "show", "--provider", "aws", "--gpu", "V100", "--format", "json"])
+    result = runner.invoke(app, ["catalog", "show", "--provider", "aws", "--gpu", "V100",
+                                 "--format", "json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     assert [r["instance_type"] for r in rows][:1] == ["p3.2xlarge"]
@@ -203,18 +212,21 @@ def test_cli_show_csv_spot_and_table():
     result = runner.invoke(app, ["catalog", "show", "--gpu", "H100", "--spot", "--format", "csv"])
     assert result.exit_code == 0
     rows = list(csv.DictReader(result.stdout.splitlines()))
-    assert [r["instance_type"] for r in rows] == ["p5.48xlarge"] * 2  # GCP A3 has no spot price here
+    # GCP A3 has no spot price here
+    assert [r["instance_type"] for r in rows] == ["p5.48xlarge"] * 2
     table = runner.invoke(
         app, ["catalog", "show", "--provider", "gcp", "--region", "us-central1", "--gpu", "L4"],
         env={"COLUMNS": "200"},
     )
-    assert table.exit_code == 0 and "g2-standard-4" in table.stdout and "prices as of 2024-06-01" in table.stdout
+    assert (table.exit_code == 0 and "g2-standard-4" in table.stdout
+            and "prices as of 2024-06-01" in table.stdout)
 
 
 @pytest.mark.parametrize(
     "args, accepted",
     [(["--provider", "azure"], "gcp, aws"), (["--region", "mars-1"], "us-central1"),
-     (["--provider", "aws", "--region", "us-central1"], "us-east-1"), (["--gpu", "B200"], "A100-40GB")],
+     (["--provider", "aws", "--region", "us-central1"], "us-east-1"),
+     (["--gpu", "B200"], "A100-40GB")],
 )
 def test_cli_unknown_values_exit_2(args, accepted):
     result = runner.invoke(app, ["catalog", "show", *args])

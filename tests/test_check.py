@@ -154,5 +154,6 @@ def test_a_broken_artifact_means_the_advisor_does_not_work(home, monkeypatch, ca
     monkeypatch.setenv("GPUADVISOR_ARTIFACT", str(write(home / "a.json", "{")))
     code, rows = check(capsys)
     assert code == 1 and not rows["works"]
-    assert rows["artifact"]["status"] == "missing" and "not valid JSON" in rows["artifact"]["detail"]
+    assert (rows["artifact"]["status"] == "missing"
+            and "not valid JSON" in rows["artifact"]["detail"])
     assert "GPUADVISOR_ARTIFACT" in rows["artifact"]["fix"]

@@ -61,7 +61,8 @@ def test_older_than_filters_new_nodes(aws, leftovers):
 
 @pytest.mark.parametrize("args, message", [
     (["--provider", "local"], "gcp or aws"),
-    (["--provider", "aws", "--older-than", "soon"], "--older-than 'soon' is not understood; give a duration such as 90m"),
+    (["--provider", "aws", "--older-than", "soon"],
+     "--older-than 'soon' is not understood; give a duration such as 90m"),
 ])
 def test_bad_flags_are_one_line_errors(args, message):
     result = runner.invoke(app, ["cleanup", *args])

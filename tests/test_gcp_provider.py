@@ -38,8 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def spec(**fields) -> ClusterSpec:
     values = dict(sweep="s1", trial="t1", nodes=2, instance_type="n1-standard-8",
-                  gpu_type="T4", gpus_per_node=2, spot=True, zones=("us-central1-a", "us-central1-b"),
-                  max_run_seconds=5400, agent_config={"sink": "gs://bucket/results", "model": "resnet18"})
+                  gpu_type="T4", gpus_per_node=2, spot=True,
+                  zones=("us-central1-a", "us-central1-b"), max_run_seconds=5400,
+                  agent_config={"sink": "gs://bucket/results", "model": "resnet18"})
     values.update(fields)
     return ClusterSpec(**values)
 

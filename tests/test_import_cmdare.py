@@ -112,7 +112,8 @@ def test_import_counts_and_figures(cmdare, tmp_path):
         assert models["res15"]["params"] == 693818
         assert models["res15"]["gradient_bytes"] == 4 * 693818
         assert models["res15"]["flops_per_sample"] == 630989589
-        assert models["custom3"]["params"] == 1451706 and models["custom3"]["flops_per_sample"] is None
+        assert (models["custom3"]["params"] == 1451706
+                and models["custom3"]["flops_per_sample"] is None)
 
         local = [c for c in store.rows("checkpoints") if c["target"] == "local"]
         assert len(local) == 100 and {c["model"] for c in local} == set(models)

@@ -72,7 +72,8 @@ def test_import_is_idempotent(source_store, tmp_path):
     ("[1]", "trial 0 is not a JSON object"),
     (('[{"trial_key": "x", "status": "finished", "recorded_at": "now", "source": "local", '
       '"colour": "red"}]'), "colour: Extra inputs are not permitted"),
-    ('[{"status": "finished", "recorded_at": "now", "source": "local"}]', "trial_key: Field required"),
+    ('[{"status": "finished", "recorded_at": "now", "source": "local"}]',
+     "trial_key: Field required"),
     (('[{"trial_key": "x", "status": "finished", "recorded_at": "now", "source": "local", '
       '"nodes": "two"}]'), "nodes: Input should be a valid integer"),
     (('[{"trial_key": "x", "status": "finished", "recorded_at": "now", "source": "local", '

@@ -41,7 +41,8 @@ def test_gcp_phases_come_from_the_running_event():
 def test_ec2_launch_time_splits_request_to_running():
     # LaunchTime has a resolution of one second: it may read before the request was sent.
     running = ProviderEvent("i-1", "running", 140.0, {"launch_time": 99.0})
-    [row] = startup_rows([agent_start(0, 160.0, "aws", 100.0)], [NodeLaunch(0, 100.0, None, running)])
+    [row] = startup_rows([agent_start(0, 160.0, "aws", 100.0)],
+                         [NodeLaunch(0, 100.0, None, running)])
     assert (row["provisioning_s"], row["staging_s"]) == (0.0, 40.0)
     assert row["booting_s"] == pytest.approx(20.0) and row["first_step_s"] is None
 

@@ -36,7 +36,8 @@ def client(service, region="us-east-1"):
 def stub_products(pricing) -> Stubber:
     stubber = Stubber(pricing)
     for instance_type in TYPES:
-        request = {"ServiceCode": "AmazonEC2", "Filters": pricing_aws.product_filters(instance_type, "us-east-1"),
+        request = {"ServiceCode": "AmazonEC2",
+                   "Filters": pricing_aws.product_filters(instance_type, "us-east-1"),
                    "FormatVersion": "aws_v1", "MaxResults": 100}
         for page in PRODUCTS[instance_type]:
             stubber.add_response("get_products", page, dict(request))
@@ -64,7 +65,8 @@ def stub_advisor(s3) -> Stubber:
 
 
 def test_filters_are_the_documented_ones():
-    filters = {f["Field"]: f["Value"] for f in pricing_aws.product_filters("p3.2xlarge", "us-east-1")}
+    filters = {f["Field"]: f["Value"]
+               for f in pricing_aws.product_filters("p3.2xlarge", "us-east-1")}
     assert filters == {"instanceType": "p3.2xlarge", "regionCode": "us-east-1", "tenancy": "Shared",
                        "operatingSystem": "Linux", "preInstalledSw": "NA", "capacitystatus": "Used"}
 
@@ -75,9 +77,11 @@ def test_on_demand_pages_and_parses():
         found = pricing_aws.fetch_on_demand(pricing, TYPES, ["us-east-1"])
         stubber.assert_no_pending_responses()
     assert found[("p3.2xlarge", "us-east-1")] == {
-        "sku": "CGJXHFUSGE546RV6", "vcpus": 8, "memory_gb": 61.0, "gpus": 1, "network_gbps": 10.0, "price": 3.06}
+        "sku": "CGJXHFUSGE546RV6", "vcpus": 8, "memory_gb": 61.0, "gpus": 1,
+        "network_gbps": 10.0, "price": 3.06}
     p4d = found[("p4d.24xlarge", "us-east-1")]
-    assert (p4d["memory_gb"], p4d["gpus"], p4d["network_gbps"], p4d["price"]) == (1152.0, 8, 400.0, 21.9576)
+    assert (p4d["memory_gb"], p4d["gpus"], p4d["network_gbps"], p4d["price"]) == (
+        1152.0, 8, 400.0, 21.9576)
 
 
 def test_spot_price_is_median_of_latest_per_zone():
@@ -124,20 +128,24 @@ def test_client_error_is_one_line_provider_error():
     stubber = Stubber(pricing)
     stubber.add_client_error("get_products", "AccessDeniedException",
                              "User is not authorized to perform: pricing:GetProducts")
-    with stubber, pytest.raises(ProviderError, match="AccessDeniedException: User is not authorized"):
+    with stubber, pytest.raises(ProviderError,
+                                match="AccessDeniedException: User is not authorized"):
         pricing_aws.refresh(["us-east-1"], TYPES, clients={"pricing": pricing})
 
 
 runner = CliRunner()
-NO_CREDENTIALS = {"AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None, "AWS_SESSION_TOKEN": None,
+NO_CREDENTIALS = {"AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None,
+                  "AWS_SESSION_TOKEN": None,
                   "AWS_PROFILE": None, "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/credentials",
                   "AWS_CONFIG_FILE": "/nonexistent/config", "AWS_EC2_METADATA_DISABLED": "true",
-                  "AWS_CONTAINER_CREDENTIALS_FULL_URI": None, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": None,
+                  "AWS_CONTAINER_CREDENTIALS_FULL_URI": None,
+                  "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": None,
                   "AWS_WEB_IDENTITY_TOKEN_FILE": None}
 
 
 def test_cli_missing_credentials_exit_1_nothing_written(tmp_path):
-    result = runner.invoke(app, ["catalog", "refresh", "--provider", "aws", "--output-dir", str(tmp_path / "out")],
+    result = runner.invoke(app, ["catalog", "refresh", "--provider", "aws",
+                                 "--output-dir", str(tmp_path / "out")],
                            env=NO_CREDENTIALS)
     assert result.exit_code == 1
     assert result.stderr.startswith("error: no AWS credentials") and result.stderr.count("\n") == 1

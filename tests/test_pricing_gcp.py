@@ -62,7 +62,8 @@ class Handler(BaseHTTPRequestHandler):
         self.server.requests.append(("GET", url.path, query, self.headers.get("Authorization")))
         if self.server.fail_with:
             error = {"code": self.server.fail_with, "status": "PERMISSION_DENIED",
-                     "message": "Cloud Billing API has not been used in project 1234 before or it is disabled."}
+                     "message": "Cloud Billing API has not been used in project 1234 before "
+                                "or it is disabled."}
             return self._reply(self.server.fail_with, {"error": error})
         if url.path != SKUS_PATH:
             return self._reply(404, {"error": {"message": "not found"}})
@@ -103,7 +104,8 @@ def test_build_offerings_prices_every_part():
     assert t4.price_spot == pytest.approx(2 * 0.11 + 16 * 0.006655 + 60 * 0.000892, abs=1e-4)
     assert "0E23-9A1C-38A2" in t4.source and "8B4F-2A91-77C0" in t4.source
     v100 = by_key[("europe-west4", "n1-standard-64", "V100")]
-    assert v100.price_on_demand == pytest.approx(8 * 2.55 + 64 * 0.034773 + 240 * 0.004661, abs=1e-3)
+    assert v100.price_on_demand == pytest.approx(8 * 2.55 + 64 * 0.034773 + 240 * 0.004661,
+                                                 abs=1e-3)
     assert v100.price_spot is None and v100.interconnect == "NVLink"
     l4 = by_key[("us-central1", "g2-standard-4", "L4")]
     assert l4.price_on_demand == pytest.approx(0.7068, abs=1e-4)
@@ -154,7 +156,8 @@ def test_cli_refresh_round_trip(server, tmp_path):
     env = {"GOOGLE_APPLICATION_CREDENTIALS": str(_adc_file(tmp_path, server)),
            "GOOGLE_CLOUD_PROJECT": "recorded-project"}
     out = tmp_path / "out"
-    result = runner.invoke(app, ["catalog", "refresh", "--provider", "gcp", "--endpoint", server.url,
+    result = runner.invoke(app, ["catalog", "refresh", "--provider", "gcp",
+                                 "--endpoint", server.url,
                                  "--output-dir", str(out), "--region", "us-central1"], env=env)
     assert result.exit_code == 0, result.output
     assert "catalog_gcp.csv (7 offerings)" in result.stdout
@@ -174,7 +177,8 @@ def test_cli_refresh_round_trip(server, tmp_path):
 
 def test_missing_credentials_exit_1_nothing_written(tmp_path):
     env = {"GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "absent.json")}
-    result = runner.invoke(app, ["catalog", "refresh", "--provider", "gcp", "--output-dir", str(tmp_path / "out")], env=env)
+    result = runner.invoke(app, ["catalog", "refresh", "--provider", "gcp",
+                                 "--output-dir", str(tmp_path / "out")], env=env)
     assert result.exit_code == 1
     assert result.stderr.count("\n") == 1 and "GOOGLE_APPLICATION_CREDENTIALS" in result.stderr
     assert not (tmp_path / "out").exists()
@@ -187,11 +191,14 @@ def test_api_error_keeps_old_catalog(server, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "catalog_gcp.csv").write_text("previous catalog\n")
-    env = {"GOOGLE_APPLICATION_CREDENTIALS": str(_adc_file(tmp_path, server)), "GOOGLE_CLOUD_PROJECT": "p"}
-    result = runner.invoke(app, ["catalog", "refresh", "--provider", "gcp", "--endpoint", server.url,
+    env = {"GOOGLE_APPLICATION_CREDENTIALS": str(_adc_file(tmp_path, server)),
+           "GOOGLE_CLOUD_PROJECT": "p"}
+    result = runner.invoke(app, ["catalog", "refresh", "--provider", "gcp",
+                                 "--endpoint", server.url,
                                  "--output-dir", str(out)], env=env)
     assert result.exit_code == 1
-    assert "HTTP 403: Cloud Billing API has not been used" in result.stderr and "Traceback" not in result.output
+    assert ("HTTP 403: Cloud Billing API has not been used" in result.stderr
+            and "Traceback" not in result.output)
     assert (out / "catalog_gcp.csv").read_text() == "previous catalog\n"
     assert [p.name for p in out.iterdir()] == ["catalog_gcp.csv"]
 

@@ -21,7 +21,8 @@ def run(lifetime, work_s, nodes=1, checkpoint_s=60.0, overhead_s=300.0, draws=40
 
 def test_mean_time_matches_dalys_expected_time_for_exponential_lives():
     mtbf, work, ckpt, restart = 6 * 3600.0, 20 * 3600.0, 60.0, 300.0
-    runs = run(NodeLifetime("weibull", 1.0, mtbf, "test"), work, checkpoint_s=ckpt, overhead_s=restart)
+    runs = run(NodeLifetime("weibull", 1.0, mtbf, "test"), work, checkpoint_s=ckpt,
+               overhead_s=restart)
     tau = runs.checkpoint_interval_s[0]
     assert tau == pytest.approx(math.sqrt(2 * ckpt * mtbf))
     # Daly (2006): E[T] = M e^(R/M) (e^((tau+C)/M) - 1) W / tau

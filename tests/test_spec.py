@@ -45,7 +45,8 @@ def test_sampled_revocation_times_are_seeded_and_follow_the_mean():
 @pytest.mark.parametrize("change, expected", [
     ({"modles": ["resnet18"]}, "unknown key 'modles'; did you mean 'models'?"),
     ({"revocation": {"nod": 1, "at_seconds": 5}}, "did you mean 'node'?"),
-    ({"precision": "fp8"}, "precision: precision 'fp8' is not known; use one of fp32, tf32, amp, bf16"),
+    ({"precision": "fp8"},
+     "precision: precision 'fp8' is not known; use one of fp32, tf32, amp, bf16"),
     ({"nodes": [0, 2]}, "nodes: every value must be 1 or more"),
     ({"provider": "gpc"}, "unknown provider 'gpc'; allowed: local, gcp, aws"),
     ({"models": ["resnet181"]}, "models: unknown model 'resnet181'"),

@@ -18,7 +18,8 @@ from profiler import watcher_aws, watcher_gcp
 
 def serve(handler_cls) -> ThreadingHTTPServer:
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler_cls)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
     return server
 
 
@@ -39,7 +40,8 @@ class Gce:
                 gce.headers_ok &= self.headers.get("Metadata-Flavor") == "Google"
                 if url.path.endswith("/instance/preempted"):
                     value_now = lambda: "TRUE" if gce.preempt.is_set() else "FALSE"  # noqa: E731
-                    if query.get("wait_for_change") == "true" and query.get("last_etag") == value_now():
+                    if (query.get("wait_for_change") == "true"
+                            and query.get("last_etag") == value_now()):
                         gce.preempt.wait(float(query.get("timeout_sec", "1")))
                     value = value_now()
                 elif url.path.endswith("/instance/maintenance-event"):
@@ -113,7 +115,8 @@ class Imds:
                 self.wfile.write(body)
 
             def do_PUT(self):
-                if self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
+                if (self.path == "/latest/api/token"
+                        and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds")):
                     imds.tokens += 1
                     self._send(200, f"token-{imds.tokens}".encode())
                 else:

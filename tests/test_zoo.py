@@ -3,7 +3,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from profiler import zoo
+from profiler import zoo  # noqa: E402
 
 # Parameter counts of the torchvision / Hugging Face reference implementations.
 REFERENCE_PARAMS = {

@@ -71,7 +71,8 @@ def import_cmdare(path: Path, store: Store,
     root = find_root(Path(path))
     files = plan(root)
     if not files:
-        raise ImportDataError(f"{root} holds no CSV files in CM-DARE's layout ({', '.join(FOLDERS)})")
+        raise ImportDataError(f"{root} holds no CSV files in CM-DARE's layout "
+                              f"({', '.join(FOLDERS)})")
     result = ImportResult(SOURCE, fingerprint([p for _, p in files], root))
     if already_imported(store, SOURCE, result.fingerprint):
         result.already_imported = True

@@ -123,7 +123,8 @@ def accuracy_rows(path: Path) -> list[dict[str, Any]]:
 
     match = _REJOIN.match(path.stem)
     if not match:
-        raise ValueError(f"chief-rejoin file {path.name!r} is not base[-k].csv or exp-<step>[-k].csv")
+        raise ValueError(f"chief-rejoin file {path.name!r} is not base[-k].csv or "
+                         "exp-<step>[-k].csv")
     frame = pd.read_csv(path).dropna(subset=["Step", "Value"])
     event = "baseline" if match["base"] else "chief_rejoin"
     return [

@@ -6,8 +6,8 @@ node: a prior and a cross-check for modern GPUs, not measurements of this projec
 What lands in `trials`: model (zoo name where one exists), gpu_type (catalog name),
 nodes 1, gpus_per_node = num_gpus, sync 'allreduce', precision, batch_per_gpu, image_size /
 seq_len, throughput (samples/s: img/s or seq/s; tok/s for transformer_big, see
-`extra.unit`); trial_key: see `trial_key`, software {'container': ...}; `extra`: citation, unit, in_zoo, notes,
-model_as_published, gpu_as_published, tokens_per_gpu_batch, import_fingerprint.
+`extra.unit`); trial_key: see `trial_key`, software {'container': ...}; `extra`: citation, unit,
+in_zoo, notes, model_as_published, gpu_as_published, tokens_per_gpu_batch, import_fingerprint.
 """
 
 from __future__ import annotations

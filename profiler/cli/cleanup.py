@@ -17,7 +17,8 @@ COLUMNS = ["id", "cluster", "node", "zone", "spot", "age_h"]
 def cleanup(
     provider: str = typer.Option(..., "--provider", help="gcp or aws"),
     older_than: str = typer.Option("0s", "--older-than",
-                                   help="only nodes launched at least this long ago (30m, 2h, 1d; plain hours)"),
+                                   help="only nodes launched at least this long ago "
+                                        "(30m, 2h, 1d; plain hours)"),
     yes: bool = typer.Option(False, "--yes", "-y", help="delete without asking"),
     region: str = typer.Option(None, "--region", help="AWS region (default: your AWS config)"),
     project: str = typer.Option(None, "--project", help="GCP project (default: ADC's project)"),
@@ -43,7 +44,8 @@ def cleanup(
              "their sweep)")
     try:
         age = parse_duration(older_than, "--older-than")
-        options = {"project": project, "region": region} if provider == "gcp" else {"region": region}
+        options = ({"project": project, "region": region} if provider == "gcp"
+                   else {"region": region})
         chosen = make_provider(provider, **options)
         nodes = chosen.leftovers(older_than_s=age or None)
     except (ProviderError, ValueError) as exc:

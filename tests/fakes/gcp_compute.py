@@ -25,7 +25,8 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 RESPONSES = Path(__file__).parent / "gcp_responses"
-ZONE_PATH = re.compile(r"^/compute/v1/projects/([^/]+)/zones/([^/]+)/(instances|operations)(?:/([^/]+))?(?:/(\w+))?$")
+ZONE_PATH = re.compile(r"^/compute/v1/projects/([^/]+)/zones/([^/]+)/(instances|operations)"
+                       r"(?:/([^/]+))?(?:/(\w+))?$")
 AGGREGATED = re.compile(r"^/compute/v1/projects/([^/]+)/aggregated/instances$")
 STATUS_STEPS = ["PROVISIONING", "STAGING", "RUNNING"]
 
@@ -65,7 +66,8 @@ class FakeCompute:
     def _operation(self, project, zone, name, kind="insert", failure: str | None = None) -> dict:
         number = next(self._ids)
         op = recorded("operation", PROJECT=project, ZONE=zone, NAME=name)
-        op.update(name=f"operation-{number}", operationType=kind, selfLink=op["selfLink"].replace("__OPERATION__", f"operation-{number}"))
+        op.update(name=f"operation-{number}", operationType=kind,
+                  selfLink=op["selfLink"].replace("__OPERATION__", f"operation-{number}"))
         op["_failure"] = failure
         self.operations[op["name"]] = op
         return op
@@ -141,7 +143,8 @@ class FakeCompute:
             if name and verb == "wait":
                 op = self.operations[name]
                 return 200, _public(op if self.hung_operations else self._finish(op))
-            ops = [o for o in self.operations.values() if _zone_of(o) == zone and _matches(o, query)]
+            ops = [o for o in self.operations.values()
+                   if _zone_of(o) == zone and _matches(o, query)]
             return 200, {"kind": "compute#operationList", "items": [_public(o) for o in ops]}
         if method == "POST" and not name:
             return self.insert(project, zone, body or {})
@@ -198,7 +201,8 @@ def serve(fake: FakeCompute) -> tuple[ThreadingHTTPServer, str]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             with lock:
-                status, payload = fake.handle(self.command, self.path, json.loads(raw) if raw else None)
+                status, payload = fake.handle(self.command, self.path,
+                                              json.loads(raw) if raw else None)
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -212,5 +216,6 @@ def serve(fake: FakeCompute) -> tuple[ThreadingHTTPServer, str]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_port}"

@@ -25,7 +25,8 @@ class FakeGcs:
         offset = parts.index("b")
         bucket = unquote(parts[offset + 1])
         if bucket not in self.objects:
-            return _json(404, {"error": {"code": 404, "message": "The specified bucket does not exist."}})
+            return _json(404, {"error": {"code": 404,
+                                         "message": "The specified bucket does not exist."}})
         store = self.objects[bucket]
         if method == "POST" and parts[1] == "upload" and query.get("uploadType") == "multipart":
             message = email.message_from_bytes(
@@ -36,14 +37,16 @@ class FakeGcs:
             return _json(200, _resource(bucket, name, store[name]))
         if method == "GET" and len(parts) == offset + 3:
             prefix = query.get("prefix", "")
-            items = [_resource(bucket, n, d) for n, d in sorted(store.items()) if n.startswith(prefix)]
+            items = [_resource(bucket, n, d) for n, d in sorted(store.items())
+                     if n.startswith(prefix)]
             return _json(200, {"kind": "storage#objects", "items": items})
         if method == "GET" and parts[1] == "download":
             name = unquote("/".join(parts[offset + 3:]))
             if name not in store:
                 return _json(404, {"error": {"code": 404, "message": "No such object"}})
             return 200, store[name], "application/octet-stream"
-        return _json(400, {"error": {"code": 400, "message": f"unsupported {method} {parsed.path}"}})
+        return _json(400, {"error": {"code": 400,
+                                     "message": f"unsupported {method} {parsed.path}"}})
 
 
 def _resource(bucket: str, name: str, data: bytes) -> dict:
@@ -76,7 +79,8 @@ def serve(fake: FakeGcs) -> tuple[ThreadingHTTPServer, str]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_port}"
 
 
