@@ -17,7 +17,7 @@ import tempfile
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 from functools import cache
 from pathlib import Path
 
@@ -98,8 +98,9 @@ class Catalog:
 
     @property
     def stale_days(self) -> int:
-        """Age in days of the oldest price in the catalog."""
-        return (self.today - min(o.as_of for o in self.offerings)).days if self.offerings else 0
+        """Age in days of the oldest price on sale (retired offerings keep their last date)."""
+        dates = [o.as_of for o in self.offerings if o.retired is None]
+        return (self.today - min(dates)).days if dates else 0
 
     @property
     def providers(self) -> tuple[str, ...]:
@@ -301,7 +302,7 @@ def load_catalog(
     if catalog.stale_days > STALE_AFTER_DAYS:
         warnings.warn(
             f"the price catalog is {catalog.stale_days} days old (oldest price "
-            f"{min(o.as_of for o in offerings)}); run `advisor catalog refresh` for current prices",
+            f"{catalog.today - timedelta(days=catalog.stale_days)}); run `advisor catalog refresh` for current prices",
             StaleCatalogWarning,
             stacklevel=2,
         )
@@ -394,3 +395,33 @@ def write_csv_atomically(path: Path, columns: Sequence[str], rows: Iterable[Mapp
     except BaseException:
         os.unlink(handle.name)
         raise
+
+
+CHANGE_COLUMNS = ("change", "provider", "region", "instance_type", "gpus", "market", "old", "new",
+                  "moved_pct")  # fmt: skip
+MOVE_THRESHOLD = 0.10  # a price change reported is more than 10% either way
+
+
+def changes(old: Iterable[Offering], new: Iterable[Offering],
+            threshold: float = MOVE_THRESHOLD) -> list[dict[str, object]]:
+    """What a new catalog changes against the one in use: offerings added and removed, and
+    prices (on-demand, spot) moved by more than `threshold` (a fraction), one row each."""
+    def key(o: Offering):
+        return (o.provider, o.region, o.instance_type, o.gpu_type, o.gpus_per_node)
+
+    before, after = {key(o): o for o in old}, {key(o): o for o in new}
+    rows = []
+    for k in sorted(before.keys() | after.keys()):
+        was, now = before.get(k), after.get(k)
+        row = {"provider": k[0], "region": k[1], "instance_type": k[2], "gpus": f"{k[4]}x {k[3]}"}
+        if was is None or now is None:
+            rows.append({**row, "change": "added" if was is None else "removed",
+                         "market": "on-demand", "old": was and was.price_on_demand,
+                         "new": now and now.price_on_demand, "moved_pct": None})  # fmt: skip
+            continue
+        for market, spot in (("on-demand", False), ("spot", True)):
+            a, b = was.price(spot), now.price(spot)
+            if a and b and abs(b - a) > threshold * a:
+                rows.append({**row, "change": "price", "market": market, "old": a, "new": b,
+                             "moved_pct": round(100 * (b - a) / a, 1)})
+    return rows

@@ -15,7 +15,7 @@ from cloud import catalog as cat
 from cloud.gpus import gpu_specs
 from gpuadvisor import data
 
-FRESH = {"today": date(2024, 6, 2)}  # a day after the shipped prices were read: not stale
+FRESH = {"today": date(2026, 11, 24)}  # a day after the shipped prices were read: not stale
 
 
 def shipped(provider):
@@ -82,7 +82,7 @@ def test_filters_and_gpu_family():
 @pytest.mark.parametrize(
     "kwargs, accepted",
     [({"provider": "azure"}, "gcp, aws"), ({"region": "mars-1"}, "us-central1"),
-     ({"gpu": "B200"}, "T4")],
+     ({"gpu": "B300"}, "T4")],
 )
 def test_unknown_filter_values_list_accepted_ones(kwargs, accepted):
     with pytest.raises(cat.CatalogError, match=accepted):
@@ -98,7 +98,7 @@ def test_as_arrays_match_offerings():
     missing = [o.price_spot is None for o in catalog.offerings]
     assert np.isnan(arrays["price_spot"]).tolist() == missing
     i = next(i for i, o in enumerate(catalog.offerings) if o.instance_type == "p3.16xlarge")
-    assert arrays["gpus_per_node"][i] == 8 and arrays["as_of"][i] == np.datetime64("2024-06-01")
+    assert arrays["gpus_per_node"][i] == 8 and arrays["as_of"][i] == np.datetime64("2026-11-23")
 
 
 def test_stale_catalog_warns_and_fresh_does_not():
@@ -106,7 +106,7 @@ def test_stale_catalog_warns_and_fresh_does_not():
         warnings.simplefilter("error")
         catalog = load()
     assert catalog.stale_days == 1
-    later = date(2024, 6, 1) + timedelta(days=cat.STALE_AFTER_DAYS + 1)
+    later = date(2026, 11, 23) + timedelta(days=cat.STALE_AFTER_DAYS + 1)
     with pytest.warns(cat.StaleCatalogWarning, match="61 days old"):
         assert cat.load_catalog(today=later).stale_days == 61
 
@@ -114,7 +114,9 @@ def test_stale_catalog_warns_and_fresh_does_not():
 @pytest.mark.filterwarnings("ignore::cloud.catalog.StaleCatalogWarning")
 def test_price_lookup():
     assert cat.price("aws", "p3.2xlarge", "us-east-1", spot=False) == 3.06
-    assert cat.price("aws", "p4de.24xlarge", "us-east-1", spot=True) is None
+    assert cat.price("aws", "p5.48xlarge", "us-east-1", spot=False) == 55.04
+    assert cat.price("aws", "p5.48xlarge", "us-east-1", spot=True) == 18.4218  # zone median
+    assert cat.price("gcp", "a3-highgpu-8g", "us-central1", spot=True) is None  # spot > OD
     assert cat.price("aws", "p3.2xlarge", "ap-south-1", spot=False) is None
     t4 = cat.price("gcp", "n1-standard-8", "us-central1", False, gpu_type="T4")
     assert t4 == pytest.approx(0.35 + 8 * 0.031611 + 30 * 0.004237, abs=1e-3)
@@ -157,7 +159,7 @@ def _write(path, rows):
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"gpu_type": "B200"}, "not in gpus.csv; add its row to your own .*gpus.csv"),
+        ({"gpu_type": "B300"}, "not in gpus.csv; add its row to your own .*gpus.csv"),
         ({"price_on_demand": "cheap"}, "expected a number"),
         ({"as_of": "June 2024"}, "expected YYYY-MM-DD"),
         ({"host_price_on_demand": "9.99"}, "!= price_on_demand"),
@@ -202,8 +204,9 @@ def test_cli_show_json_sorted_by_gpu_hour():
                                  "--format", "json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
-    assert [r["instance_type"] for r in rows][:1] == ["p3.2xlarge"]
-    assert {r["region"] for r in rows} == {"us-east-1", "us-west-2", "eu-west-1"}
+    assert rows[0]["instance_type"].startswith("p3.") and rows[0]["region"] == "us-east-1"
+    assert {r["region"] for r in rows} == {"us-east-1", "us-east-2", "us-west-2", "eu-west-1",
+                                           "eu-central-1", "ap-northeast-1"}
     per_gpu = [r["usd_per_gpu_hour"] for r in rows]
     assert per_gpu == sorted(per_gpu) and per_gpu[0] == pytest.approx(3.06)
 
@@ -212,21 +215,24 @@ def test_cli_show_csv_spot_and_table():
     result = runner.invoke(app, ["catalog", "show", "--gpu", "H100", "--spot", "--format", "csv"])
     assert result.exit_code == 0
     rows = list(csv.DictReader(result.stdout.splitlines()))
-    # GCP A3 has no spot price here
-    assert [r["instance_type"] for r in rows] == ["p5.48xlarge"] * 2
+    assert {"p5.4xlarge", "p5.48xlarge", "a3-highgpu-8g"} <= {r["instance_type"] for r in rows}
+    assert all(float(r["price_spot"]) > 0 for r in rows)
+    # GCP's us-central1 A3 spot price is above on-demand in the snapshot: rejected
+    assert not [r for r in rows if r["instance_type"].startswith("a3-highgpu")
+                and r["region"] == "us-central1"]
     table = runner.invoke(
         app, ["catalog", "show", "--provider", "gcp", "--region", "us-central1", "--gpu", "L4"],
         env={"COLUMNS": "200"},
     )
     assert (table.exit_code == 0 and "g2-standard-4" in table.stdout
-            and "prices as of 2024-06-01" in table.stdout)
+            and "prices as of 2026-11-23" in table.stdout)
 
 
 @pytest.mark.parametrize(
     "args, accepted",
     [(["--provider", "azure"], "gcp, aws"), (["--region", "mars-1"], "us-central1"),
      (["--provider", "aws", "--region", "us-central1"], "us-east-1"),
-     (["--gpu", "B200"], "A100-40GB")],
+     (["--gpu", "B300"], "A100-40GB")],
 )
 def test_cli_unknown_values_exit_2(args, accepted):
     result = runner.invoke(app, ["catalog", "show", *args])
