@@ -302,7 +302,8 @@ def load_catalog(
     if catalog.stale_days > STALE_AFTER_DAYS:
         warnings.warn(
             f"the price catalog is {catalog.stale_days} days old (oldest price "
-            f"{catalog.today - timedelta(days=catalog.stale_days)}); run `advisor catalog refresh` for current prices",
+            f"{catalog.today - timedelta(days=catalog.stale_days)}); run "
+            "`advisor catalog refresh` for current prices",
             StaleCatalogWarning,
             stacklevel=2,
         )

@@ -55,7 +55,7 @@ def test_explain_is_data():
     ({"deadline": "24x"}, ("deadline",), "deadline '24x' is not understood"),
     ({"deadline": "1d", "steps": 5, "epochs": 1}, ("steps", "epochs", "samples"),
      "give either steps or epochs/samples"),
-    ({"deadline": "1d", "gpus": "B200"}, ("gpus",), "unknown GPU B200"),
+    ({"deadline": "1d", "gpus": "B300"}, ("gpus",), "unknown GPU B300"),
     ({}, ("deadline", "budget"), "give deadline (e.g. 24h) or budget"),
 ])
 def test_errors_name_the_parameter(kwargs, parameters, message):

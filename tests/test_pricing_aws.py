@@ -163,6 +163,8 @@ def test_cli_refresh_keeps_other_providers_spot_rows(tmp_path, monkeypatch):
                                  "--region", "us-east-1"])
     assert result.exit_code == 0, result.output
     assert f"wrote {tmp_path / 'catalog_aws.csv'} (" in result.stdout
+    # the change report against the catalog in use (the shipped one): its other types removed
+    assert "offerings added" in result.stdout and "removed" in result.stdout
     rebuilt = cat.load_catalog([tmp_path / "catalog_aws.csv"])
     assert sorted(o.instance_type for o in rebuilt.offerings) == list(TYPES)
     with open(tmp_path / "spot_markets.csv") as handle:

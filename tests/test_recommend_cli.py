@@ -127,14 +127,15 @@ def test_memory_filter_drops_small_gpus():
                for cut in memory)
     text = recommend("--model", "gpt2_medium", "--deadline", "60d", "--explain").stdout
     assert "T4 has 16 GB" in text  # worded for people by the CLI
-    assert {p["gpu"] for p in out["plans"]} <= {"A100-40GB", "A100-80GB", "H100-80GB"}
+    assert {p["gpu"] for p in out["plans"]} <= {"A100-40GB", "A100-80GB", "H100-80GB", "H200",
+                                                "B200", "L40S", "V100-32GB"}
     assert out["workload"]["memory_per_gpu_gb"] > 24
 
 
 def test_a_batch_no_gpu_holds_exits_1_naming_the_need():
     result = recommend("--model", "gpt2_medium", "--batch-size", "64", "--deadline", "60d")
     assert result.exit_code == 1
-    assert "needs 232.5 GiB per GPU" in result.stderr and "largest GPU has 80 GB" in result.stderr
+    assert "needs 232.5 GiB per GPU" in result.stderr and "largest GPU has 180 GB" in result.stderr
 
 
 def test_nothing_meets_the_deadline_exits_1_with_one_sentence():
@@ -163,8 +164,8 @@ def test_plot_writes_a_png(tmp_path):
     (["--model", "resnet50", "resnet18", "--deadline", "1d"], "two models given"),
     (["--model", "resnet50", "--deadline", "1d", "--provider", "azure"], "unknown provider azure"),
     (["--model", "resnet50", "--deadline", "1d", "--region", "mars-1"], "unknown region mars-1"),
-    (["--model", "resnet50", "--deadline", "1d", "--gpu", "B200"],
-     "unknown GPU B200; the catalog has"),
+    (["--model", "resnet50", "--deadline", "1d", "--gpu", "B300"],
+     "unknown GPU B300; the catalog has"),
     (["--model", "resnet50", "--deadline", "1d", "--precision", "fp8"],
      "precision 'fp8' is not known; use one of fp32, tf32, amp, bf16"),
     (["--model", "resnet50", "--deadline", "1d", "--epochs", "0"], "--epochs must be positive"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import warnings
 from pathlib import Path
 from typing import Optional
@@ -9,15 +10,19 @@ from typing import Optional
 import typer
 
 from advisor.cli.app import app
-from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, fail, warn
+from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail, warn
 from gpuadvisor.cli.settings import envvar
 from gpuadvisor.vocab import market
+
+log = logging.getLogger(__name__)
 
 catalog_app = typer.Typer(
     help="The GCP and AWS GPU offerings and their prices (catalog_*.csv).",
     no_args_is_help=True,
 )
 app.add_typer(catalog_app, name="catalog")
+import_app = typer.Typer(help="Import a catalog another tool keeps.", no_args_is_help=True)
+catalog_app.add_typer(import_app, name="import")
 
 SHOW_COLUMNS = (
     "provider", "region", "instance_type", "gpus", "vcpus", "memory_gb", "network_gbps",
@@ -31,7 +36,23 @@ HEADERS = {
     "price_on_demand": "$/h",
     "price_spot": "spot $/h",
     "usd_per_gpu_hour": "$/GPU-h",
+    "moved_pct": "moved %",
 }
+
+
+def _report_changes(changes, written: list[str], fmt: Format) -> None:
+    """What the new catalog changes against the one in use (cloud.catalog.changes)."""
+    from cloud.catalog import CHANGE_COLUMNS, MOVE_THRESHOLD
+
+    if fmt is Format.json:
+        emit_json({"written": written, "changes": changes})
+        return
+    counts = {kind: sum(c["change"] == kind for c in changes) for kind in ("added", "removed")}
+    moved = len(changes) - counts["added"] - counts["removed"]
+    title = (f"{counts['added']} offerings added, {counts['removed']} removed, {moved} prices "
+             f"moved by more than {MOVE_THRESHOLD:.0%}")
+    emit(changes, CHANGE_COLUMNS, fmt, title=title, headers=HEADERS)
+    typer.echo(f"wrote {', '.join(written)}")
 
 
 def _load(files: list[Path] | None, include_retired: bool):
@@ -111,6 +132,7 @@ def refresh(
     endpoint: Optional[str] = typer.Option(
         None, help="GCP only: Cloud Billing API root URL, for a proxy or a recorded-response server"
     ),
+    fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP),
 ) -> None:
     """Rebuild a provider's catalog from its pricing API (needs that cloud's credentials).
 
@@ -132,6 +154,7 @@ def refresh(
         SPOT_COLUMNS,
         SPOT_MARKETS,
         catalog_name,
+        changes,
         read_spot_markets,
         write_csv_atomically,
     )  # fmt: skip
@@ -160,6 +183,8 @@ def refresh(
         fail(f"the {provider} pricing API returned no GPU offering for those regions", 1)
     output_dir = output_dir or data.user_dir()
     target = output_dir / catalog_name(provider)
+    in_use = target if target.is_file() else data.find(catalog_name(provider))
+    before = _load([in_use], include_retired=True).offerings
     write_csv_atomically(target, COLUMNS, (o.to_row() for o in offerings))
     written = [f"{target} ({len(offerings)} offerings)"]
     if markets:
@@ -169,4 +194,46 @@ def refresh(
         kept = [row for row in read_spot_markets(previous) if row["provider"] != provider]
         write_csv_atomically(markets_file, SPOT_COLUMNS, kept + markets)
         written.append(f"{markets_file} ({len(markets)} {provider} markets)")
-    typer.echo(f"wrote {', '.join(written)}")
+    _report_changes(changes(before, offerings), written, fmt)
+
+
+@import_app.command("skypilot")
+def import_skypilot(
+    directory: Path = typer.Argument(
+        Path("~/.sky/catalogs"),
+        help="SkyPilot's catalog folder (vN/aws/vms.csv, vN/gcp/vms.csv; the highest N) or a "
+        "folder holding aws_gpu_vms.csv / gcp_gpu_vms.csv"),
+    output_dir: Optional[Path] = typer.Option(
+        None, help="where catalog_<provider>.csv are written (default: the user data dir, "
+        "read before the shipped catalog)"),
+    fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP),
+) -> None:
+    """Build the catalog from SkyPilot's price catalog (per-zone on-demand and spot prices).
+
+    Per region and instance type: the on-demand price and the median spot price over the
+    zones. Every file is checked before anything is written; each is then replaced
+    atomically. Prints what changed against the catalog in use.
+
+    Examples:
+
+      advisor catalog import skypilot
+
+      advisor catalog import skypilot ./catalogs --format json
+    """
+    from cloud.skypilot import SkypilotError, import_catalog
+    from gpuadvisor import data
+
+    try:
+        result = import_catalog(directory, output_dir or data.user_dir())
+    except SkypilotError as error:
+        fail(str(error), 1)
+    except OSError as error:
+        fail(f"cannot read {error.filename}: {error.strerror}; check the path", 1)
+    if result.rejected:
+        warn(f"{len(result.rejected)} SkyPilot rows refused (unknown GPU, no price, spot not "
+             "below on-demand, ...); `advisor -v` lists them")
+        for row in result.rejected:
+            log.info("refused %s %s %s %s: %s", row.provider, row.region, row.instance_type,
+                     row.zone, row.reason)
+    written = [f"{result.written[p]} ({len(o)} offerings)" for p, o in result.offerings.items()]
+    _report_changes(result.changes, written, fmt)
