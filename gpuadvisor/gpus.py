@@ -5,9 +5,10 @@
 - a canonical name itself (`a100-80gb`);
 - a family, the name's part before the first dash: `A100` is A100-40GB and A100-80GB, `H100`
   is H100-80GB (a filter takes every member; a lookup of one GPU asks to name one);
-- SkyPilot's accelerator names (`A100`, `A100-80GB`, `H100`, `L4`, `T4`, `V100`, `A10G`,
-  `L40S`, ...) are exactly those two forms; its names for GPUs the catalog lacks (`H200`,
-  `V100-32GB`) match nothing;
+- SkyPilot's accelerator names (`A100`, `A100-80GB`, `H100`, `H200`, `B200`, `L4`, `T4`,
+  `V100`, `V100-32GB`, `A10G`, `L40S`, ...) are exactly those two forms; its names for GPUs
+  the catalog lacks (`B300`, `P4`) match nothing (cloud.skypilot also tells family members
+  apart by memory);
 - GCP's accelerator types, `nvidia-` and `nvidia-tesla-` before either form
   (`nvidia-tesla-t4`, `nvidia-a100-80gb`, `nvidia-l4`).
 

@@ -55,7 +55,8 @@ def test_a_market_is_named_by_the_spot_flag():
     ("T4", ("T4",)), ("a100-80gb", ("A100-80GB",)), ("A100", ("A100-40GB", "A100-80GB")),
     ("H100", ("H100-80GB",)), ("L40S", ("L40S",)), ("A10G", ("A10G",)),  # SkyPilot's names
     ("nvidia-tesla-v100", ("V100",)), ("nvidia-l4", ("L4",)),  # GCP's accelerator types
-    ("H200", ()), ("V100-32GB", ()),  # not in datasets/gpus.csv
+    ("H200", ("H200",)), ("V100-32GB", ("V100-32GB",)), ("V100", ("V100",)),
+    ("nvidia-b200", ("B200",)), ("B300", ()),  # not in datasets/gpus.csv
 ])
 def test_one_gpu_resolver_for_what_people_type(typed, names):
     assert gpu_matches(typed, gpu_specs()) == names

@@ -32,8 +32,10 @@ def canonical_model(name: str) -> str:
 
 
 def _gpu_tokens() -> dict[str, str]:
-    """GPU families (gpuadvisor.gpus.family) -> catalog name."""
-    return {family(name): name for name in gpu_specs()}
+    """GPU families (gpuadvisor.gpus.family) -> catalog name; a name that is its own family
+    wins over the family's other members ('v100' is V100, not V100-32GB)."""
+    names = sorted(gpu_specs(), key=lambda name: name.lower() == family(name))
+    return {family(name): name for name in names}
 
 
 def canonical_gpu(token: str) -> str:
