@@ -47,7 +47,7 @@ SMOOTH_MAX_POWER = 4.0
 # parameter server handles each tensor's push and pull as requests, ~100 us per tensor and
 # worker (two RPCs of tens of microseconds of server work each). That last value was first
 # read off CM-DARE rows, so a fit whose data exercise it (or the per-tensor traffic term)
-# chooses the prior by inner cross-validation instead (advisor/fit.py, TUNED_PRIORS); the
+# chooses the prior by inner cross-validation instead (advisor/fitting.py, TUNED_PRIORS); the
 # values here are then only the fallback.
 PRIOR = {
     "compute_fp32": 1 / 0.35,

@@ -29,9 +29,9 @@ CMDARE = ROOT.parent / "shared" / "reference" / "cmdare"
 
 from advisor import physics
 from advisor.artifact import load_artifact
-from advisor.evaluate import EvaluateError, evaluate
+from advisor.evaluation import EvaluateError, evaluate
 from advisor.features import model_features, to_arrays, trial_features
-from advisor.fit import TUNED_PRIORS
+from advisor.fitting import TUNED_PRIORS
 from gpuadvisor.store import Store
 
 

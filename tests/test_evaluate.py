@@ -7,8 +7,8 @@ import sys
 import pytest
 from test_fit import synthetic_store
 
-from advisor.evaluate import EvaluateError, evaluate
-from advisor.fit import TUNED_PRIORS
+from advisor.evaluation import EvaluateError, evaluate
+from advisor.fitting import TUNED_PRIORS
 
 CLI = [sys.executable, "-c", "from advisor.cli import main; main()", "evaluate"]
 # Measured on ../shared/reference/cmdare (the partial subset): leave-one-model-out MAPE 6.9%

@@ -11,7 +11,7 @@ import pytest
 from advisor import physics
 from advisor.artifact import load_artifact
 from advisor.features import gpu_features, to_arrays
-from advisor.fit import fit_checkpoint, fit_store
+from advisor.fitting import fit_checkpoint, fit_store
 from advisor.survival import fit_weibull
 from gpuadvisor.store import Store
 
@@ -142,7 +142,7 @@ def test_fit_command_writes_an_artifact_and_fails_cleanly(tmp_path):
 
 
 def test_ps_tensor_prior_is_chosen_on_the_training_data_only():
-    from advisor.fit import fit_throughput
+    from advisor.fitting import fit_throughput
 
     tensors = {"small": 20, "mid": 60, "big": 160, "wide": 40, "deep": 300}
     rows = [row(m, g, n, 1, "fp32") | {"sync": "ps", "tensors": tensors[m]}

@@ -44,8 +44,8 @@ def evaluate(
 
         advisor evaluate --store m.db --split gpu --exclude-software pytorch-20.06
     """
-    from advisor.evaluate import EvaluateError
-    from advisor.evaluate import evaluate as run
+    from advisor.evaluation import EvaluateError
+    from advisor.evaluation import evaluate as run
     from advisor.features import FeatureError
     from gpuadvisor.store import StoreError
 

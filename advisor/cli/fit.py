@@ -43,7 +43,7 @@ def fit(
 
         advisor fit --store m.db --exclude-software pytorch-20.06
     """
-    from advisor.fit import fit_store, write_artifact
+    from advisor.fitting import fit_store, write_artifact
 
     if not store.is_file():
         fail(f"no measurement store at {store}; make one with `profiler sweep` or "

@@ -16,7 +16,7 @@ import numpy as np
 
 from advisor.artifact import Artifact
 from advisor.features import take
-from advisor.fit import SEED, fit_throughput, throughput_data
+from advisor.fitting import SEED, fit_throughput, throughput_data
 from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 
 SPLITS = ("model", "gpu", "nodes", "random")
