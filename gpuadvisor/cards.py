@@ -1,11 +1,18 @@
 """The model cards file, `model_cards.csv`: its columns, reader and writer, with the csv
 module only so that the advisor never imports torch. The cards are computed with torch by
 `profiler/cards.py`. A user's own cards (`model_cards.csv` in the user data dir) add to the
-shipped ones, and replace a shipped card of the same model."""
+shipped ones, and replace a shipped card of the same model.
+
+A card at an input size other than its model's default is named `model@size` (bert_large@384:
+BERT-Large at 384 tokens), so that a model's cards at several sizes live side by side. A card
+file (`advisor recommend --card FILE`, `profiler card --out FILE`) is one card as JSON."""
 
 from __future__ import annotations
 
 import csv
+import json
+import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +31,90 @@ INT_COLUMNS = {"samples_per_epoch", "epochs", "image_size", "seq_len", "batch_pe
                "activation_bytes_per_sample"}
 
 
+TASKS = ("image", "text")
+# What a card must say for the advisor to plan with it; the rest may be empty.
+REQUIRED = ["model", "task", "batch_per_gpu", "params", "gradient_bytes", "flops_per_sample",
+            "activation_bytes_per_sample"]
+SIZE_SEPARATOR = "@"
+
+
+class CardError(ValueError):
+    """A card that cannot be used; the one-line message names the problem and the fix."""
+
+
+def card_name(model: str, size: int | None = None) -> str:
+    """The name of `model`'s card at input size `size` (tokens or pixels a side)."""
+    return f"{base_model(model)}{SIZE_SEPARATOR}{size}" if size else base_model(model)
+
+
+def base_model(name: str) -> str:
+    """The model a card describes, without its input size (bert_large@384 -> bert_large)."""
+    return name.split(SIZE_SEPARATOR, 1)[0]
+
+
 def write_cards(cards: list[dict], path: Path) -> None:
+    """Write `cards` to `path` atomically: a crash never leaves half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as handle:
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS, lineterminator="\n")
         writer.writeheader()
         for card in cards:
             writer.writerow({c: "" if card.get(c) is None else card[c] for c in COLUMNS})
+    os.replace(partial, path)
+
+
+def save_own_card(card: dict) -> Path:
+    """Add `card` to the user's own model_cards.csv (replacing one of the same name), where
+    `load_cards` and so `advisor recommend --model NAME` find it."""
+    check_card(card, "the card")
+    path = data.user_dir() / FILE
+    mine = _read(path) if path.is_file() else {}
+    mine[card["model"]] = card
+    write_cards(list(mine.values()), path)
+    return path
+
+
+def read_card_file(path: Path) -> dict[str, Any]:
+    """One card from a JSON file, checked; CardError with a one-line message otherwise."""
+    fix = "make one with `profiler card ... --out FILE`"
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise CardError(f"cannot read the card file {path}: {exc.strerror}; {fix}") from None
+    try:
+        card = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CardError(f"card file {path} is not JSON ({exc.msg} at line {exc.lineno}); "
+                        f"{fix}") from None
+    if not isinstance(card, dict):
+        raise CardError(f"card file {path} holds a JSON {type(card).__name__}, not one card "
+                        f"object; {fix}")
+    return check_card(card, f"card file {path}")
+
+
+def check_card(card: dict[str, Any], where: str) -> dict[str, Any]:
+    """`card` with numbers as numbers, or CardError naming the first problem in `where`."""
+    missing = [c for c in REQUIRED if card.get(c) in (None, "")]
+    if missing:
+        raise CardError(f"{where} lacks {', '.join(missing)}; a card needs "
+                        f"{', '.join(REQUIRED)} (`profiler card` writes them all)")
+    if card["task"] not in TASKS:
+        raise CardError(f"{where}: task {card['task']!r} is not one of {', '.join(TASKS)}")
+    out = dict(card)
+    for column in INT_COLUMNS & set(card):
+        value = card[column]
+        if value in (None, ""):
+            out[column] = None
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise CardError(f"{where}: {column} must be a number, got {value!r}") from None
+        if not math.isfinite(number) or number < 0 or (number == 0 and column in REQUIRED):
+            raise CardError(f"{where}: {column} must be a positive number, got {value!r}")
+        out[column] = int(number)
+    return out
 
 
 def load_cards(path: Path | None = None) -> dict[str, dict[str, Any]]:

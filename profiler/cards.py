@@ -14,10 +14,12 @@ from __future__ import annotations
 from contextlib import contextmanager
 from datetime import date
 
+from gpuadvisor.cards import card_name
 from profiler import zoo
 
-SOURCE = ("scripts/build_cards.py: meta device, FlopCounterMode with grouped-conv backward "
-          "corrected, memory-efficient attention")
+METHOD = ("meta device, FlopCounterMode with grouped-conv backward corrected, "
+          "memory-efficient attention")
+SOURCE = f"scripts/build_cards.py: {METHOD}"
 
 
 def conv_backward_flop(grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation,
@@ -36,9 +38,12 @@ def conv_backward_flop(grad_out_shape, x_shape, w_shape, _bias, _stride, _paddin
 
 
 def _efficient_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
-                    scale=None, **kwargs):
+                    scale=None, enable_gqa=False, **kwargs):
     import torch
 
+    if enable_gqa and key.shape[-3] != query.shape[-3]:  # grouped-query attention: each K/V
+        groups = query.shape[-3] // key.shape[-3]  # head serves `groups` query heads
+        key, value = (t.repeat_interleave(groups, dim=-3) for t in (key, value))
     if attn_mask is not None and attn_mask.dtype == torch.bool:  # the kernel takes a bias
         bias = torch.zeros(attn_mask.shape, dtype=query.dtype, device=query.device)
         attn_mask = bias.masked_fill(~attn_mask, float("-inf"))
@@ -88,18 +93,24 @@ def saved_tensor_bytes(model, totals: dict[int, int]):
 
 
 def measure(name: str, image_size: int | None = None, seq_len: int | None = None) -> dict:
-    """Parameters, parameter tensors, gradient bytes, FLOPs and activation bytes of one sample
-    of `name`. `tensors` counts parameter tensors (weights, biases, norm scales; not buffers
-    such as running statistics): the notion of CM-DARE's checkpoint "Number of Tensors"."""
+    """The measured figures (see `measure_module`) of one sample of zoo model `name`."""
     import torch
 
     with torch.device("meta"):
         model = zoo.build_model(name, image_size=image_size, seq_len=seq_len)
     batch = zoo.synthetic_batch(name, 1, "meta", image_size=image_size, seq_len=seq_len)
+    return measure_module(model, lambda: zoo.loss(name, model, batch))
+
+
+def measure_module(model, loss) -> dict:
+    """Parameters, parameter tensors, gradient bytes, FLOPs and activation bytes of one
+    training step of `model` (on the meta device), whose `loss()` runs the forward pass of one
+    sample. `tensors` counts parameter tensors (weights, biases, norm scales; not buffers
+    such as running statistics): the notion of CM-DARE's checkpoint "Number of Tensors"."""
     saved: dict[int, int] = {}
     counter = flop_counter()
     with _gpu_attention(), counter, saved_tensor_bytes(model, saved):
-        value = zoo.loss(name, model, batch)
+        value = loss()
         forward = counter.get_total_flops()
         value.backward()
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -113,18 +124,30 @@ def measure(name: str, image_size: int | None = None, seq_len: int | None = None
     }
 
 
-def compute_card(name: str, image_size: int | None = None, seq_len: int | None = None) -> dict:
-    """The full card of a zoo model: default workload plus measured figures."""
+def versions() -> dict:
+    """How a card was made: the torch that traced it, when, and by what."""
     import torch
 
+    return {"torch_version": torch.__version__.split("+")[0],
+            "as_of": date.today().isoformat(), "source": SOURCE}
+
+
+def compute_card(name: str, image_size: int | None = None, seq_len: int | None = None,
+                 batch_per_gpu: int | None = None) -> dict:
+    """The full card of a zoo model: default workload plus measured figures. At an input
+    size other than the model's default the card is named `name@size` (bert_large@384)."""
     entry = zoo.resolve(name)
     image_size = image_size or entry.image_size
     seq_len = seq_len or entry.seq_len
-    workload = {"model": entry.name, "family": entry.family, "task": entry.task,
-                "dataset": entry.dataset, "samples_per_epoch": entry.samples_per_epoch,
-                "epochs": entry.epochs, "image_size": image_size if entry.task == "image"
-                else None, "seq_len": seq_len if entry.task == "text" else None,
-                "batch_per_gpu": entry.batch_per_gpu}
-    return {**workload, **measure(entry.name, image_size, seq_len),
-            "torch_version": torch.__version__.split("+")[0],
-            "as_of": date.today().isoformat(), "source": SOURCE}
+    size = image_size if entry.task == "image" else seq_len
+    default = entry.image_size if entry.task == "image" else entry.seq_len
+    workload = {"model": card_name(entry.name, None if size == default else size),
+                "family": entry.family, "task": entry.task,
+                "dataset": entry.dataset, "epochs": entry.epochs,
+                # the same data: as many tokens an epoch, in longer or shorter sequences
+                "samples_per_epoch": entry.samples_per_epoch * default // size
+                if entry.task == "text" else entry.samples_per_epoch,
+                "image_size": image_size if entry.task == "image" else None,
+                "seq_len": seq_len if entry.task == "text" else None,
+                "batch_per_gpu": batch_per_gpu or entry.batch_per_gpu}
+    return {**workload, **measure(entry.name, image_size, seq_len), **versions()}

@@ -17,6 +17,9 @@ IMAGENET_TRAIN = 1_281_167  # ILSVRC-2012 training images
 BERT_SAMPLES_PER_EPOCH = 256 * 1_000_000 // 40
 # OpenWebText as tokenised by nanoGPT: 9,035,582,198 GPT-2 tokens in 1024-token sequences.
 OPENWEBTEXT_SAMPLES_PER_EPOCH = 9_035_582_198 // 1024
+# Chinchilla-optimal data (Hoffmann et al. 2022): about 20 training tokens per parameter, the
+# default amount of a decoder LLM's workload (give --tokens for another).
+CHINCHILLA_TOKENS_PER_PARAM = 20
 MLM_PROBABILITY = 0.15  # share of tokens BERT predicts
 NUM_CLASSES = 1000
 
@@ -31,7 +34,7 @@ class UnknownModelError(KeyError):
 @dataclass(frozen=True)
 class ZooEntry:
     name: str
-    family: str  # resnet | vit | bert | gpt2 | convnext | mobilenet_v2 | efficientnet
+    family: str  # resnet | vit | bert | gpt2 | llama | convnext | mobilenet_v2 | efficientnet
     task: str  # image | text
     dataset: str
     samples_per_epoch: int
@@ -77,6 +80,19 @@ def _gpt2(name, hidden, layers, heads, batch) -> ZooEntry:
                     {"n_embd": hidden, "n_layer": layers, "n_head": heads})
 
 
+def _llama(name, params, batch, reference, config) -> ZooEntry:
+    """A Llama-architecture decoder at its published shape (RoPE, SwiGLU MLP, grouped-query
+    attention, vocabulary 128,256), trained at Llama 3's 8,192-token sequences on a
+    Chinchilla-optimal token count (`params` is the published parameter count)."""
+    seq = 8192
+    return ZooEntry(name, "llama", "text", "tokens", CHINCHILLA_TOKENS_PER_PARAM * params // seq,
+                    1, None, seq, batch, f"{reference}; sequences of 8,192 tokens (Llama 3 "
+                    "pre-training, Dubey et al. 2024) on 20 tokens a parameter (Hoffmann et al. "
+                    "2022)", {"vocab_size": 128256, "rope_theta": 500000.0,
+                              "max_position_embeddings": 131072, "num_key_value_heads": 8,
+                              "hidden_act": "silu", "rms_norm_eps": 1e-5, **config})
+
+
 ZOO: dict[str, ZooEntry] = {
     e.name: e
     for e in [
@@ -91,6 +107,16 @@ ZOO: dict[str, ZooEntry] = {
         _bert("bert_large", 1024, 24, 16, 16),
         _gpt2("gpt2", 768, 12, 12, 12),
         _gpt2("gpt2_medium", 1024, 24, 16, 8),
+        # Shapes from the config.json of meta-llama/Llama-3.2-1B, Llama-3.1-8B, Llama-3.1-70B.
+        _llama("llama_1b", 1_235_814_400, 4, "Llama 3.2 1B shape", {
+            "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16,
+            "num_attention_heads": 32, "head_dim": 64, "tie_word_embeddings": True}),
+        _llama("llama_8b", 8_030_261_248, 1, "Llama 3.1 8B shape", {
+            "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+            "num_attention_heads": 32, "head_dim": 128, "tie_word_embeddings": False}),
+        _llama("llama_70b", 70_553_706_496, 1, "Llama 3.1 70B shape", {
+            "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
+            "num_attention_heads": 64, "head_dim": 128, "tie_word_embeddings": False}),
         _image("convnext_tiny", "convnext", 300, 128, "ConvNeXt (Liu et al. 2022): 300 "
                "epochs, batch 4096 on 32 GPUs", {"depths": [3, 3, 9, 3],
                                                  "hidden_sizes": [96, 192, 384, 768]}),
@@ -112,6 +138,7 @@ _CLASSES = {
     "efficientnet": ("EfficientNetConfig", "EfficientNetForImageClassification"),
     "bert": ("BertConfig", "BertForMaskedLM"),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel"),
+    "llama": ("LlamaConfig", "LlamaForCausalLM"),
 }
 
 
@@ -155,9 +182,11 @@ def build_config(name: str, image_size: int | None = None, seq_len: int | None =
         extra["image_size"] = image_size
     elif entry.family == "gpt2":
         extra["n_positions"] = max(1024, seq_len)
+    elif entry.family == "llama":  # RoPE: positions are not parameters
+        extra["max_position_embeddings"] = max(entry.config["max_position_embeddings"], seq_len)
     else:
         extra["max_position_embeddings"] = max(512, seq_len)
-    return config_cls(**entry.config, **extra)
+    return config_cls(**{**entry.config, **extra})
 
 
 def build_model(name: str, image_size: int | None = None, seq_len: int | None = None):

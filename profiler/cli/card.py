@@ -1,7 +1,12 @@
-"""`profiler card`: a zoo model's card (parameters, FLOPs, gradient and activation bytes,
-default workload), computed live with torch on the meta device."""
+"""`profiler card`: a model card (parameters, FLOPs, gradient and activation bytes, default
+workload), computed live with torch on the meta device: a zoo model at any input size, or your
+own model from a Hugging Face config file or a Python callable, saved where `advisor
+recommend` finds it."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import typer
 
@@ -22,15 +27,37 @@ def card(
     write: bool = typer.Option(False, "--write", help="with --all: write them to your own "
                                "model_cards.csv in the user data dir, read before the "
                                "shipped cards"),
+    config: Path | None = typer.Option(None, "--config", help="your model: a Hugging Face "
+                                       "config.json (offline; no weights)"),
+    build: str | None = typer.Option(None, "--callable", help="your model: pkg.module:build, "
+                                     "a function returning a torch.nn.Module"),
+    example: str | None = typer.Option(None, "--input", help="with --callable: "
+                                       "pkg.module:example, called with the batch size (1), "
+                                       "returning the model's input"),
+    name: str | None = typer.Option(None, "--name", help="your card's name (default: the "
+                                    "config's folder or the callable's name)"),
     image_size: int | None = typer.Option(None, "--image-size", min=16,
-                                             help="image models: pixels a side"),
+                                          help="image models: pixels a side"),
     seq_len: int | None = typer.Option(None, "--seq-len", min=1,
-                                          help="text models: tokens a sequence"),
+                                       help="text models: tokens a sequence"),
+    batch_per_gpu: int | None = typer.Option(None, "--batch-per-gpu", min=1,
+                                             help="the card's default micro-batch per GPU"),
+    dataset: str = typer.Option("custom", help="your card: the data set's name"),
+    samples_per_epoch: int | None = typer.Option(None, min=1, help="your card: samples an "
+                                                 "epoch (else give recommend --tokens, "
+                                                 "--samples or --steps)"),
+    epochs: int | None = typer.Option(None, min=1, help="your card: default epochs"),
+    save: bool = typer.Option(False, "--save", help="add the card to your own "
+                              "model_cards.csv, where `advisor recommend --model NAME` finds "
+                              "it"),
+    out: Path | None = typer.Option(None, "--out", help="also write the card as JSON to "
+                                    "this file (for `advisor recommend --card FILE`)"),
     fmt: Format = typer.Option(Format.table, "--format", help="table for people; json or csv"),
 ) -> None:
     """Show a model card: parameters, forward and forward+backward FLOPs per sample, fp32
     gradient bytes (what all-reduce moves), activation bytes saved for backward per sample,
-    and the default workload. Computed live (about a second); no weights are downloaded.
+    and the default workload. Computed live on the meta device (seconds); no weights are
+    downloaded. A zoo model at another input size is named model@size (bert_large@384).
 
     Examples:
 
@@ -38,7 +65,11 @@ def card(
 
         profiler card vit_b16 --image-size 384 --format json
 
-        profiler card gpt2 --seq-len 256
+        profiler card bert_large --seq-len 384 --save     # recommend --seq-len 384 uses it
+
+        profiler card --config my-llama/config.json --seq-len 4096 --save
+
+        profiler card --callable mypkg.nets:build --image-size 256 --out mynet.json
 
         profiler card --list
 
@@ -52,20 +83,31 @@ def card(
         return _list(fmt)
     if all_models:
         return _all(fmt, write)
-    if model is None:
-        fail("name a model (profiler card resnet50) or give --list")
-    try:
-        entry = zoo.resolve(model)
-    except zoo.UnknownModelError as exc:
-        fail(str(exc))
-    if image_size and entry.task != "image":
-        fail(f"{entry.name} is a text model: use --seq-len, not --image-size")
-    if seq_len and entry.task != "text":
-        fail(f"{entry.name} is an image model: use --image-size, not --seq-len")
-    computed = _compute([entry.name], image_size, seq_len)[0]
+    sources = [flag for flag, given in (("MODEL", model), ("--config", config),
+                                        ("--callable", build)) if given]
+    if len(sources) != 1:
+        fail("name a zoo model (profiler card resnet50), --config config.json or "
+             "--callable pkg.module:build, one of them; or give --list"
+             + (f" (got {' and '.join(sources)})" if sources else ""))
+    if example and not build:
+        fail("--input goes with --callable")
+    if model:
+        try:
+            entry = zoo.resolve(model)
+        except zoo.UnknownModelError as exc:
+            fail(str(exc))
+        if image_size and entry.task != "image":
+            fail(f"{entry.name} is a text model: use --seq-len, not --image-size")
+        if seq_len and entry.task != "text":
+            fail(f"{entry.name} is an image model: use --image-size, not --seq-len")
+        computed = _compute([entry.name], image_size, seq_len, batch_per_gpu)[0]
+    else:
+        computed = _own(config, build, example, name, image_size, seq_len, batch_per_gpu,
+                        dataset, samples_per_epoch, epochs)
+    _keep(computed, save, out)
     if fmt is Format.table:
         rows = [{"field": k, "value": _readable(k, v)} for k, v in computed.items()]
-        emit(rows, ["field", "value"], fmt, title=f"model card: {entry.name}")
+        emit(rows, ["field", "value"], fmt, title=f"model card: {computed['model']}")
     elif fmt is Format.csv:
         from gpuadvisor.cards import COLUMNS
 
@@ -74,7 +116,57 @@ def card(
         emit_json(computed)
 
 
-def _compute(names: list[str], image_size=None, seq_len=None) -> list[dict]:
+def _own(config, build, example, name, image_size, seq_len, batch_per_gpu, dataset,
+         samples_per_epoch, epochs) -> dict:
+    """The card of the user's own model, from a config file or a callable."""
+    from gpuadvisor.cards import CardError
+
+    try:
+        from profiler import own_cards
+
+        work = own_cards.Workload(seq_len, image_size, batch_per_gpu, dataset,
+                                  samples_per_epoch, epochs)
+        with _stderr().status("tracing on the meta device"):
+            if config:
+                return own_cards.config_card(config, name, work)
+            return own_cards.callable_card(build, example, name, work)
+    except CardError as exc:
+        fail(str(exc))
+    except ImportError as exc:
+        fail(str(exc), 1)
+
+
+def _keep(computed: dict, save: bool, out: Path | None) -> None:
+    """Save the card where recommend finds it, and/or as a JSON card file."""
+    from gpuadvisor.cards import save_own_card
+
+    try:
+        if save:
+            path = save_own_card(computed)
+            typer.echo(f"saved {computed['model']} to {path}; `advisor recommend "
+                       f"{_model_flags(computed)}` uses it", err=True)
+        if out:
+            out.write_text(json.dumps(computed, indent=2) + "\n")
+            typer.echo(f"wrote {out}; `advisor recommend --card {out}` uses it", err=True)
+    except OSError as exc:
+        fail(f"cannot write the card ({exc.strerror}: {exc.filename}); choose a writable "
+             "place", 1)
+
+
+def _model_flags(computed: dict) -> str:
+    """The recommend flags that pick this card (bert_large@384: --model bert_large --seq-len
+    384)."""
+    from gpuadvisor.cards import base_model
+
+    model = computed["model"]
+    if base_model(model) == model:
+        return f"--model {model}"
+    size = ("--seq-len", computed["seq_len"]) if computed["task"] == "text" else (
+        "--image-size", computed["image_size"])
+    return f"--model {base_model(model)} {size[0]} {size[1]}"
+
+
+def _compute(names: list[str], image_size=None, seq_len=None, batch_per_gpu=None) -> list[dict]:
     from rich.progress import Progress
 
     try:
@@ -85,7 +177,7 @@ def _compute(names: list[str], image_size=None, seq_len=None) -> list[dict]:
             out = []
             for name in names:
                 progress.update(task, description=f"card of {name}")
-                out.append(compute_card(name, image_size, seq_len))
+                out.append(compute_card(name, image_size, seq_len, batch_per_gpu))
                 progress.advance(task)
             return out
     except ImportError as exc:

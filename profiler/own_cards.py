@@ -1,0 +1,206 @@
+"""Cards of models outside the zoo: from a Hugging Face `config.json` (offline, no weights) or
+from a Python callable that returns a `torch.nn.Module`. Both are built on the meta device and
+measured like the zoo's (`profiler.cards.measure_module`). Every failure is a CardError with a
+one-line message naming the fix.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuadvisor.cards import CardError, check_card
+from profiler import cards
+
+# transformers' heads by the suffix of an `architectures` entry, and the task they train.
+HEADS = {"ForCausalLM": "causal", "LMHeadModel": "causal", "ForMaskedLM": "masked",
+         "ForPreTraining": "masked", "ForImageClassification": "image"}
+AUTO_CLASSES = {"causal": "AutoModelForCausalLM", "masked": "AutoModelForMaskedLM",
+                "image": "AutoModelForImageClassification"}
+# A starting micro-batch when none is given; the advisor picks what fits each GPU.
+DEFAULT_BATCH = {"image": 32, "text": 8}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the card says about training, beyond the model: all optional."""
+
+    seq_len: int | None = None
+    image_size: int | None = None
+    batch_per_gpu: int | None = None
+    dataset: str = "custom"
+    samples_per_epoch: int | None = None
+    epochs: int | None = None
+
+
+def config_card(path: Path, name: str | None, work: Workload) -> dict:
+    """The card of the model a Hugging Face config file describes, with its training head."""
+    import torch
+
+    transformers = _transformers()
+    config, head = _config(Path(path), transformers)
+    task = "image" if head == "image" else "text"
+    _check_size(work, task, str(path))
+    if task == "image":
+        size = work.image_size or getattr(config, "image_size", None)
+        if hasattr(config, "image_size"):
+            config.image_size = size
+        shape = (1, getattr(config, "num_channels", 3), size, size)
+    else:
+        size = work.seq_len
+        if not size:
+            raise CardError(f"{path} is a text model: give --seq-len, the tokens a training "
+                            "sequence holds")
+    with torch.device("meta"):
+        model = getattr(transformers, AUTO_CLASSES[head]).from_config(config)
+    if head == "causal":  # a class name such as GPT2LMHeadModel does not tell transformers
+        model.loss_type = "ForCausalLM"
+    model.train()
+    if task == "image":
+        batch = {"pixel_values": torch.zeros(shape, device="meta"),
+                 "labels": torch.zeros(1, dtype=torch.long, device="meta")}
+    else:  # on the meta device token values do not exist: only the shape matters
+        ids = torch.zeros(1, size, dtype=torch.long, device="meta")
+        batch = {"input_ids": ids, "labels": ids}
+    measured = _measure(model, lambda: model(**batch).loss, str(path))
+    default = Path(path).parent.name if Path(path).name == "config.json" else Path(path).stem
+    source = f"profiler card --config {Path(path).name}"
+    return _card(name or default, config.model_type, task, size, work, measured, source)
+
+
+def callable_card(spec: str, input_spec: str | None, name: str | None, work: Workload) -> dict:
+    """The card of the module `spec` ("pkg.module:build") returns, fed `input_spec`'s example
+    input (called with the batch size, 1) or, without one, a batch of images at --image-size
+    or of token ids at --seq-len."""
+    import torch
+
+    build = _load(spec, "--callable")
+    example = _load(input_spec, "--input") if input_spec else None
+    if not (example or work.image_size or work.seq_len):
+        raise CardError(f"say what {spec} takes: --input pkg.module:example, or --image-size "
+                        "(images) or --seq-len (token ids)")
+    task = "image" if work.image_size else "text"
+    with torch.device("meta"):
+        model = _call(build, spec)
+        if not isinstance(model, torch.nn.Module):
+            raise CardError(f"{spec} returned a {type(model).__name__}, not a torch.nn.Module")
+        if example:
+            inputs = _call(lambda: example(1), input_spec)
+        elif task == "image":
+            inputs = torch.zeros(1, 3, work.image_size, work.image_size)
+        else:
+            inputs = torch.zeros(1, work.seq_len, dtype=torch.long)
+    model.train()
+    measured = _measure(model, lambda: _loss(model, inputs), spec)
+    size = work.image_size if task == "image" else work.seq_len
+    return _card(name or spec.rpartition(":")[2], "custom", task, size, work, measured,
+                 f"profiler card --callable {spec}")
+
+
+def _card(name: str, family: str, task: str, size: int | None, work: Workload,
+          measured: dict, source: str) -> dict:
+    card = {"model": name, "family": family, "task": task, "dataset": work.dataset,
+            "samples_per_epoch": work.samples_per_epoch, "epochs": work.epochs,
+            "image_size": size if task == "image" else None,
+            "seq_len": size if task == "text" else None,
+            "batch_per_gpu": work.batch_per_gpu or DEFAULT_BATCH[task],
+            **measured, **cards.versions(), "source": f"{source}: {cards.METHOD}"}
+    return check_card(card, f"the card of {name}")
+
+
+def _check_size(work: Workload, task: str, what: str) -> None:
+    if work.image_size and task != "image":
+        raise CardError(f"{what} is a text model: use --seq-len, not --image-size")
+    if work.seq_len and task != "text":
+        raise CardError(f"{what} is an image model: use --image-size, not --seq-len")
+
+
+def _transformers():
+    try:
+        import transformers
+    except ImportError:
+        raise CardError("cards from configs need torch and transformers: pip install "
+                        "'gpu-advisor[profiler]'") from None
+    return transformers
+
+
+def _config(path: Path, transformers):
+    """The config in `path` and the training head its architecture names."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    fix = "give a Hugging Face config.json"
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as exc:
+        raise CardError(f"cannot read {path}: {exc.strerror}; {fix}") from None
+    except json.JSONDecodeError as exc:
+        raise CardError(f"{path} is not JSON ({exc.msg} at line {exc.lineno}); {fix}") from None
+    if not isinstance(raw, dict) or not raw.get("model_type"):
+        raise CardError(f"{path} has no model_type; {fix} (it names the architecture, e.g. "
+                        "\"llama\")")
+    try:
+        config = CONFIG_MAPPING[raw["model_type"]].from_dict(raw)
+    except KeyError:
+        raise CardError(f"{path}: unknown architecture model_type {raw['model_type']!r} "
+                        f"(transformers {transformers.__version__} does not know it); "
+                        "upgrade transformers or use --callable") from None
+    except (TypeError, ValueError) as exc:
+        raise CardError(f"{path}: bad config ({_first_line(exc)})") from None
+    heads = [head for arch in raw.get("architectures") or [] for suffix, head in HEADS.items()
+             if arch.endswith(suffix)]
+    for head in heads or list(AUTO_CLASSES):
+        if type(config) in getattr(transformers, AUTO_CLASSES[head])._model_mapping:
+            return config, head
+    raise CardError(f"{path}: {raw['model_type']} has no causal-LM, masked-LM or image-"
+                    "classification head in transformers; use --callable")
+
+
+def _load(spec: str, flag: str):
+    module_name, _, attribute = spec.partition(":")
+    if not (module_name and attribute):
+        raise CardError(f"{flag} {spec!r}: give it as pkg.module:function")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # the user's module: any error it raises is theirs to fix
+        raise CardError(f"{flag} {spec}: cannot import {module_name} "
+                        f"({type(exc).__name__}: {_first_line(exc)})") from None
+    found = getattr(module, attribute, None)
+    if not callable(found):
+        raise CardError(f"{flag} {spec}: {module_name} has no function {attribute}")
+    return found
+
+
+def _call(function, spec: str):
+    try:
+        return function()
+    except CardError:
+        raise
+    except Exception as exc:  # the user's code: report its error in one line
+        raise CardError(f"{spec} failed: {type(exc).__name__}: {_first_line(exc)}") from None
+
+
+def _loss(model, inputs):
+    """A scalar to differentiate: the model's own loss when it computes one, else the mean of
+    its output (the loss's own cost is negligible next to the model's)."""
+    if isinstance(inputs, dict):
+        out = model(**inputs)
+    elif isinstance(inputs, (tuple, list)):
+        out = model(*inputs)
+    else:
+        out = model(inputs)
+    if getattr(out, "loss", None) is not None:
+        return out.loss
+    if isinstance(out, (tuple, list)) or hasattr(out, "to_tuple"):
+        out = out[0]
+    return out.float().mean()
+
+
+def _measure(model, loss, spec: str) -> dict:
+    return _call(lambda: cards.measure_module(model, loss), spec)
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "no message"
