@@ -1,8 +1,12 @@
 """Regenerate datasets/model_cards.csv from the model zoo (torch on the meta device, ~1 s a
-model). Run after changing a zoo entry: .venv/bin/python scripts/build_cards.py"""
+model; the 70B decoder ~3 s): every zoo model at its default input size, plus each zoo model
+at every other input size datasets/published_throughput.csv has figures for (bert_large@384:
+SQuAD fine-tuning), so that the fit prices a published row with the FLOPs it measured.
+Run after changing a zoo entry or adding published rows: .venv/bin/python scripts/build_cards.py"""
 
 from __future__ import annotations
 
+import csv
 import sys
 from pathlib import Path
 
@@ -12,11 +16,29 @@ from gpuadvisor.cards import FILE, write_cards
 from profiler import zoo
 from profiler.cards import compute_card
 
-SHIPPED = Path(__file__).resolve().parent.parent / "datasets" / FILE  # the repository's copy
+DATASETS = Path(__file__).resolve().parent.parent / "datasets"  # the repository's copies
+SHIPPED = DATASETS / FILE
+
+
+def published_sizes(path: Path = DATASETS / "published_throughput.csv") -> list[tuple]:
+    """(zoo model, image_size, seq_len) of every published input size off a model's default."""
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    sizes = set()
+    for row in rows:
+        if row["model"] not in zoo.ZOO:
+            continue
+        entry = zoo.ZOO[row["model"]]
+        image_size, seq_len = int(row["image_size"] or 0), int(row["seq_len"] or 0)
+        if (image_size or entry.image_size) != entry.image_size or (
+                seq_len or entry.seq_len) != entry.seq_len:
+            sizes.add((entry.name, image_size or None, seq_len or None))
+    return sorted(sizes, key=lambda s: (s[0], s[1] or 0, s[2] or 0))
 
 
 def main() -> None:
-    computed = [compute_card(name) for name in track(zoo.names(), "model cards")]
+    wanted = [(name, None, None) for name in zoo.names()] + published_sizes()
+    computed = [compute_card(*size) for size in track(wanted, "model cards")]
     write_cards(computed, SHIPPED)
     print(f"wrote {len(computed)} cards to {SHIPPED}", file=sys.stderr)
 
