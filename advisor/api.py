@@ -89,7 +89,7 @@ class Recommendation:
 
 
 def recommend(
-    model: str,
+    model: str | None = None,
     *,
     deadline: float | str | None = None,
     budget: float | str | None = None,
@@ -106,12 +106,19 @@ def recommend(
     artifact: str | Path | None = None,
     catalog: str | Path | Sequence[str | Path] | None = None,
     top: int = 10,
+    tokens: float | str | None = None,
+    seq_len: int | None = None,
+    image_size: int | None = None,
+    card: str | Path | None = None,
 ) -> Recommendation:
     """The cheapest cluster that meets `deadline` (seconds, or a string such as "24h"), or
     the fastest within `budget` (USD, or a string such as "$500"); with both, the fastest
     within the budget that meets the deadline. Filters (`providers`, `regions`, `gpus`) take
     a name, a comma-separated string or a list. `artifact` and `catalog` replace the shipped
-    fitted model and price catalog. Raises AdvisorError (ParameterError for bad input,
+    fitted model and price catalog. `model` names a card (the zoo's or your own, see
+    `profiler card`), at `seq_len` / `image_size` when given; `card` is a card file (JSON)
+    to plan with instead; `tokens` (20B, or a number) sets a text model's data. Raises
+    AdvisorError (ParameterError for bad input,
     NoPlanError when nothing fits or meets the constraints)."""
     from advisor.artifact import ArtifactError, load_artifact
     from advisor.candidates import Filters, enumerate_candidates
@@ -121,8 +128,10 @@ def recommend(
     constraints = _constraints(deadline, budget, confidence)
     if top < 1:
         raise ParameterError(f"top must be at least 1, got {top}", "top")
-    work = build_workload(model_cards(), model, epochs=epochs, samples=samples, steps=steps,
-                          batch_per_gpu=batch_per_gpu, precision=precision)
+    cards, model = _cards_with(model, card)
+    work = build_workload(cards, model, epochs=epochs, samples=samples, steps=steps,
+                          batch_per_gpu=batch_per_gpu, precision=precision, tokens=tokens,
+                          seq_len=seq_len, image_size=image_size)
     offerings, as_of, stale = _catalog(catalog)
     filters = Filters(_names(providers), _names(regions), _names(gpus), max_nodes)
     candidates = enumerate_candidates(offerings, work, filters)
@@ -169,6 +178,26 @@ def model_cards() -> dict:
     except (OSError, ValueError, KeyError) as error:
         raise AdvisorError(f"cannot read the model cards ({error}); fix or remove your own "
                            "model_cards.csv, or reinstall gpu-advisor", exit_code=1) from None
+
+
+def _cards_with(model: str | None, card: str | Path | None) -> tuple[dict, str]:
+    """The cards to plan from and the model to plan for: `model` among the cards in use, or
+    the card file `card` (which a `model` of another name contradicts)."""
+    if card is None:
+        if not model:
+            raise ParameterError("give model (a zoo model or your own card's name) or card "
+                                 "(a card file)", "model", "card")
+        return model_cards(), model
+    from gpuadvisor.cards import CardError, read_card_file
+
+    try:
+        own = read_card_file(Path(card))
+    except CardError as error:
+        raise ParameterError(str(error), "card") from None
+    if model and model != own["model"]:
+        raise ParameterError(f"model {model} and card {card} (of {own['model']}) disagree; "
+                             "give one", "model", "card")
+    return {**model_cards(), own["model"]: own}, own["model"]
 
 
 def describe(plans: Plans, row: int) -> dict:

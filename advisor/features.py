@@ -29,6 +29,9 @@ GPU_KEYS = ("gpu_fp32_tflops", "gpu_tensor_tflops", "gpu_mem_bw_gbps", "gpu_memo
 CONFIG_KEYS = ("model", "gpu", "provider", "sync", "ps_count", "precision", "nodes",
                "gpus_per_node", "batch_per_gpu", "spot", "network_gbps")
 INPUT_SIZE_KEYS = ("image_size", "seq_len")
+# Optional: the card a configuration was measured at when not its model's default one
+# (bert_large@384 for SQuAD fine-tuning); the model's name stays the model's.
+CARD_KEY = "card"
 
 # Per-node network bandwidth when neither the trial nor the catalog says (Gbit/s): GCP gives
 # 2 Gbps per vCPU up to 16 on N1 machines, EC2 GPU instances start at 10-25; a local run
@@ -107,7 +110,7 @@ def configuration_features(
     ps = np.nan_to_num(np.asarray(configs.get("ps_count", np.zeros(n)), dtype=float))
     out["ps_count"] = np.where(out["sync"] == "ps", np.maximum(ps, 1.0), 0.0)
 
-    names, model_index = np.unique(model, return_inverse=True)
+    names, model_index = np.unique(_card_names(configs, model), return_inverse=True)
     cards = []
     for name in names:
         card = models.get(name)
@@ -171,9 +174,17 @@ def take(features: Mapping[str, np.ndarray], index) -> dict[str, np.ndarray]:
     return {key: np.asarray(value)[index] for key, value in features.items()}
 
 
+def _card_names(configs: Mapping[str, Any], model: np.ndarray) -> np.ndarray:
+    """The card of each configuration: its `card` where given, else its model's."""
+    given = configs.get(CARD_KEY)
+    if given is None:
+        return model
+    return np.array([str(card) if card else name for card, name in zip(given, model)])
+
+
 def _columns(rows: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
     return {key: np.array([r.get(key) for r in rows], dtype=object)
-            for key in CONFIG_KEYS + INPUT_SIZE_KEYS}
+            for key in CONFIG_KEYS + INPUT_SIZE_KEYS + (CARD_KEY,)}
 
 
 def _trial_config(trial: Mapping[str, Any]) -> dict:
@@ -192,6 +203,7 @@ def _trial_config(trial: Mapping[str, Any]) -> dict:
         "batch_per_gpu": trial["batch_per_gpu"], "spot": bool(trial.get("spot")),
         "network_gbps": _num(extra.get("network_gbps")) or network_gbps(provider, trial),
         "image_size": trial.get("image_size"), "seq_len": trial.get("seq_len"),
+        CARD_KEY: extra.get(CARD_KEY),
     }
 
 

@@ -1,15 +1,19 @@
-"""The training job to plan for: a zoo model (from its card), how much data, at what batch and
+"""The training job to plan for: a model (from its card: the zoo's, the user's own, or a card
+file), how much data (epochs, samples, steps or tokens), at what input size, batch and
 precision, and how much GPU memory one worker needs for it."""
 
 from __future__ import annotations
 
 import difflib
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from advisor.errors import ParameterError
+from gpuadvisor.cards import base_model, card_name
 from gpuadvisor.vocab import HALF_PRECISIONS, VocabError, check_precision
 
 GIB = 2.0**30
@@ -24,6 +28,8 @@ HALF_ACTIVATION_FACTOR = 0.5
 # a margin, so that a plan never sits at the edge of an out-of-memory error.
 CONTEXT_RESERVE_BYTES = 1.0 * GIB
 FRAGMENTATION_MARGIN = 1.10
+# Token counts as people write them: 20B, 1.5T, 500M, 300k (decimal, as LLM papers count).
+TOKEN_UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
 
 class WorkloadError(ParameterError):
@@ -45,6 +51,10 @@ class Workload:
     flops_per_sample: float
     activation_bytes_per_sample: float  # fp32, saved for backward
     tensors: float | None = None  # parameter tensors (a checkpoint's count)
+    card: str | None = None  # the card used, when not the model's default (bert_large@384)
+    seq_len: int | None = None  # tokens a sample (text models)
+    image_size: int | None = None  # pixels a side (image models)
+    tokens: float | None = None  # the amount of data in tokens, when given so
 
     def total_samples(self, total_gpus: np.ndarray) -> np.ndarray:
         """Samples the job processes on clusters of `total_gpus` GPUs (steps fix the sample
@@ -74,8 +84,14 @@ class Workload:
             {"steps": self.steps} if self.steps is not None
             else {"samples_per_epoch": self.samples_per_epoch, "epochs": self.epochs}
         )
+        if self.tokens is not None:
+            amount["tokens"] = self.tokens
+        size = ({"seq_len": self.seq_len} if self.seq_len else {}) | (
+            {"image_size": self.image_size} if self.image_size else {})
         return {
             "model": self.model,
+            **({"card": self.card} if self.card else {}),
+            **size,
             "dataset": self.dataset,
             **amount,
             "batch_per_gpu": self.batch_per_gpu,
@@ -93,11 +109,17 @@ def build_workload(
     steps: int | None = None,
     batch_per_gpu: int | None = None,
     precision: str = "fp32",
+    tokens: float | str | None = None,
+    seq_len: int | None = None,
+    image_size: int | None = None,
 ) -> Workload:
-    """A Workload from the model card, with the user's overrides checked."""
+    """A Workload from the model card (at `seq_len` / `image_size` when given: the model's
+    card at that size), with the user's overrides checked. `tokens` (20B, 1.5T or a number)
+    is the amount of data of a text model: tokens / seq_len samples, one pass."""
     from advisor.features import card_features
 
-    card = _find_card(cards, model)
+    card = _card_at_size(cards, _find_card(cards, model), seq_len=seq_len,
+                         image_size=image_size)
     features = card_features(card)
     try:
         check_precision(precision)
@@ -110,12 +132,24 @@ def build_workload(
     if steps is not None and (epochs is not None or samples is not None):
         raise WorkloadError("give either steps or epochs/samples, not both",
                             "steps", "epochs", "samples")
+    if tokens is not None:
+        tokens = parse_tokens(tokens)
+        samples, epochs = _token_samples(card, tokens, steps, epochs, samples), 1.0
+    if steps is None and not ((samples or card["samples_per_epoch"])
+                              and (epochs or card["epochs"])):
+        raise WorkloadError(f"the card of {card['model']} sets no amount of data; give "
+                            "tokens, samples and epochs, or steps",
+                            "tokens", "samples", "epochs", "steps")
     return Workload(
-        model=card["model"],
+        model=base_model(card["model"]),
+        card=card["model"] if card["model"] != base_model(card["model"]) else None,
+        seq_len=card.get("seq_len"),
+        image_size=card.get("image_size"),
+        tokens=tokens,
         task=card["task"],
         dataset=card["dataset"],
-        samples_per_epoch=int(samples or float(card["samples_per_epoch"])),
-        epochs=float(epochs or float(card["epochs"])),
+        samples_per_epoch=int(samples or float(card["samples_per_epoch"] or 0)),
+        epochs=float(epochs or float(card["epochs"] or 0)),
         steps=steps,
         batch_per_gpu=int(batch_per_gpu or float(card["batch_per_gpu"])),
         precision=precision,
@@ -141,3 +175,54 @@ def _find_card(cards: Mapping[str, Mapping[str, str]], model: str) -> Mapping[st
         f"unknown model {model!r}; closest: {', '.join(closest) or '-'}"
         f" (all: {', '.join(sorted(cards))})"
     )
+
+
+def parse_tokens(value: float | str) -> float:
+    """A token count from a number or a string such as 20B, 1.5T, 500M or 300k."""
+    match = re.fullmatch(r"\s*([0-9.]+(?:e[0-9]+)?)\s*([kmbgt]?)\s*", str(value).lower())
+    number = float(match[1]) * TOKEN_UNITS[match[2]] if match else math.nan
+    if not (number >= 1 and math.isfinite(number)):
+        raise WorkloadError(f"tokens must be a count such as 20B, 1.5T or 500M, got {value!r}",
+                            "tokens")
+    return number
+
+
+def _token_samples(card, tokens: float, steps, epochs, samples) -> int:
+    """Samples (sequences of the card's seq_len) that hold `tokens` tokens."""
+    if steps is not None or epochs is not None or samples is not None:
+        raise WorkloadError("give tokens or epochs/samples/steps, not both",
+                            "tokens", "epochs", "samples", "steps")
+    if card["task"] != "text" or not card.get("seq_len"):
+        raise WorkloadError(f"tokens count the data of text models; {card['model']} is "
+                            f"{_kind(card)}: give samples and epochs", "tokens")
+    return math.ceil(tokens / card["seq_len"])
+
+
+def _card_at_size(cards, card, *, seq_len: int | None, image_size: int | None):
+    """`card`'s model at the input size asked for: the card of that size (model@size) or
+    the default card when it has that size; WorkloadError naming the command that makes it."""
+    for key, size, task in (("seq_len", seq_len, "text"), ("image_size", image_size, "image")):
+        if size is None:
+            continue
+        flag = key.replace("_", "-")
+        if size <= 0:
+            raise WorkloadError(f"{key} must be positive, got {size}", key)
+        if card["task"] != task:
+            other = "image_size" if key == "seq_len" else "seq_len"
+            raise WorkloadError(f"{card['model']} is {_kind(card)}: give {other}, not {key}",
+                                key)
+        base = base_model(card["model"])
+        for name in (card["model"], card_name(base, size), base):
+            if name in cards and cards[name].get(key) == size:
+                return cards[name]
+        make = (f"profiler card {base} --{flag} {size} --save" if card["family"] != "custom"
+                and not str(card.get("source", "")).startswith("profiler card --") else
+                f"profiler card --config/--callable ... --{flag} {size} --name "
+                f"{card_name(base, size)} --save")
+        raise WorkloadError(f"no card of {base} at {key} {size} (its card has "
+                            f"{card.get(key)}); make it with `{make}`", key)
+    return card
+
+
+def _kind(card) -> str:
+    return "an image model" if card["task"] == "image" else "a text model"

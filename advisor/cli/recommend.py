@@ -28,7 +28,7 @@ class RecommendFormat(str, Enum):
 
 # The flag of each API parameter whose name differs from it.
 FLAGS = {"providers": "provider", "regions": "region", "gpus": "gpu",
-         "batch_per_gpu": "batch-size"}
+         "batch_per_gpu": "batch-size", "model": "model", "card": "card"}
 CUT_WORDS = {
     Reason.PROVIDER_FILTER: "provider filter", Reason.REGION_FILTER: "region filter",
     Reason.GPU_FILTER: "GPU filter", Reason.NO_THROUGHPUT: "no throughput prediction",
@@ -66,7 +66,8 @@ NARROW_LAYOUTS = (
 @app.command("recommend")
 def recommend(
     model: str | None = typer.Option(
-        None, "--model", "-m", help="zoo model: resnet50, bert_large, gpt2, vit_b16, ..."),
+        None, "--model", "-m", help="zoo model (resnet50, bert_large, gpt2, llama_8b, ...) "
+        "or your own card's name (`profiler card --config ... --save`)"),
     model_argument: str | None = typer.Argument(None, metavar="MODEL", hidden=True),
     deadline: str | None = typer.Option(
         None, help="finish by: 90m, 24h, 2d, 1d12h, or plain hours"),
@@ -77,6 +78,16 @@ def recommend(
     samples: int | None = typer.Option(None, help="samples per epoch (default: the card's)"),
     steps: int | None = typer.Option(
         None, help="total optimizer steps instead of epochs (samples = steps x global batch)"),
+    tokens: str | None = typer.Option(
+        None, help="text models: tokens to train on instead of epochs: 20B, 1.5T, 500M"),
+    seq_len: int | None = typer.Option(
+        None, "--seq-len", help="text models: tokens a sequence (default: the card's; "
+        "`profiler card MODEL --seq-len N --save` makes the card of another)"),
+    image_size: int | None = typer.Option(
+        None, "--image-size", help="image models: pixels a side (default: the card's)"),
+    card: Path | None = typer.Option(
+        None, "--card", help="plan for the model of this card file (`profiler card ... "
+        "--out FILE`) instead of --model"),
     batch_per_gpu: int | None = typer.Option(
         None, "--batch-size", help="per-GPU micro-batch, batch_per_gpu (default: the card's)"),
     precision: str = typer.Option("fp32", help=" | ".join(PRECISIONS)),
@@ -116,6 +127,10 @@ def recommend(
 
       advisor recommend --model resnet50 --deadline 24h --format skypilot > task.yaml
 
+      advisor recommend --model llama_8b --tokens 1B --deadline 3d
+
+      advisor recommend --card my-model.json --tokens 5B --deadline 2d
+
     The same from Python: `from advisor import recommend`.
     """
     from advisor.api import recommend as run
@@ -126,9 +141,10 @@ def recommend(
 
         emit_json(recommendation_schema())
         return
-    model = _model(model, model_argument)
+    model = _model(model, model_argument) if card is None else model or model_argument
     try:
-        result = run(model, deadline=deadline, budget=budget, confidence=confidence,
+        result = run(model, card=card, tokens=tokens, seq_len=seq_len, image_size=image_size,
+                     deadline=deadline, budget=budget, confidence=confidence,
                      epochs=epochs, samples=samples, steps=steps, batch_per_gpu=batch_per_gpu,
                      precision=precision, providers=provider or (), regions=region or (),
                      gpus=gpu or (), max_nodes=max_nodes, artifact=artifact, catalog=catalog,
@@ -222,7 +238,7 @@ def _table(rows, plans, work, as_of, format_duration) -> None:
     } for row in rows]
     headers = {**TABLE_COLUMNS, "time_conf": f"time@{at}", "cost_conf": f"cost@{at}",
                "provider": "cloud", "region": "region", "shape_short": "GPUs x n"}
-    title = (f"{work.model}: {goal} at {at} confidence; "
+    title = (f"{work.card or work.model}: {goal} at {at} confidence; "
              f"{len(plans.ranked):,} of {len(plans.candidates):,} plans qualify")
     styles = ["bold green" if row["rank"] == 1 else None for row in rows]
     console = Console()

@@ -7,7 +7,8 @@ What lands in `trials`: model (zoo name where one exists), gpu_type (catalog nam
 nodes 1, gpus_per_node = num_gpus, sync 'allreduce', precision, batch_per_gpu, image_size /
 seq_len, throughput (samples/s: img/s or seq/s; tok/s for transformer_big, see
 `extra.unit`); trial_key: see `trial_key`, software {'container': ...}; `extra`: citation, unit,
-in_zoo, notes, model_as_published, gpu_as_published, tokens_per_gpu_batch, import_fingerprint.
+in_zoo, notes, model_as_published, gpu_as_published, tokens_per_gpu_batch, card (the model
+card at the row's own input size, `matched_card`), import_fingerprint.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from advisor.importers import ImportDataError, ImportResult, already_imported, fingerprint
 from cloud.gpus import gpu_spec
 from gpuadvisor import data
+from gpuadvisor.cards import card_name, load_cards
 from gpuadvisor.store import Store
 
 SOURCE = "published"
@@ -46,7 +48,24 @@ def trial_key(row: dict[str, str]) -> str:
     return f"{key}/{row['software']}"
 
 
-def trial_row(row: dict[str, str]) -> dict[str, Any]:
+def matched_card(row: dict[str, str], cards: dict[str, dict]) -> str | None:
+    """The card of the workload a row measured: its model's card at the row's own input size
+    (bert_large@384 for SQuAD fine-tuning at 384 tokens), or None where no card has that
+    size (the fit then scales the default card's per-sample work by the input size)."""
+    card = cards.get(row["model"])
+    if card is None:
+        return None
+    column = "seq_len" if card["task"] == "text" else "image_size"
+    size = _int(row[column])
+    if size is None or size == card[column]:
+        return row["model"]
+    name = card_name(row["model"], size)
+    return name if name in cards else None
+
+
+def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict[str, Any]:
+    """The trial of one published row; `cards` (default: the model cards in use) match it
+    to the card at its input size (`extra.card`)."""
     gpu = gpu_spec(row["gpu"]).gpu  # KeyError names the known GPUs
     return {
         "trial_key": trial_key(row),
@@ -73,6 +92,7 @@ def trial_row(row: dict[str, str]) -> dict[str, Any]:
             "model_as_published": row["model_as_published"],
             "gpu_as_published": row["gpu_as_published"],
             "tokens_per_gpu_batch": _int(row["tokens_per_gpu_batch"]),
+            "card": matched_card(row, load_cards() if cards is None else cards),
         },
     }
 
@@ -89,10 +109,11 @@ def load_published(path: Path | None = None) -> list[dict[str, Any]]:
             raise ImportDataError(f"{path} lacks columns {', '.join(missing)} (the form of "
                                   f"the shipped {FILE})")
         rows = list(reader)
+    cards = load_cards()
     trials = []
     for line, row in enumerate(rows, start=2):
         try:
-            trials.append(trial_row(row))
+            trials.append(trial_row(row, cards))
         except (ValueError, KeyError) as exc:
             raise ImportDataError(f"{path.name} line {line}: {exc}") from None
     return trials
