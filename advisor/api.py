@@ -193,10 +193,10 @@ def _cards_with(model: str | None, card: str | Path | None) -> tuple[dict, str]:
     try:
         own = read_card_file(Path(card))
     except CardError as error:
-        raise ParameterError(str(error), "card") from None
+        raise ParameterError(str(error)) from None  # names the file, which has the fault
     if model and model != own["model"]:
-        raise ParameterError(f"model {model} and card {card} (of {own['model']}) disagree; "
-                             "give one", "model", "card")
+        raise ParameterError(f"the model asked for, {model}, is not the card file's "
+                             f"({own['model']} in {card}); give one of them")
     return {**model_cards(), own["model"]: own}, own["model"]
 
 

@@ -39,10 +39,13 @@ def test_own_cards_add_to_the_shipped_ones_and_replace_a_namesake(tmp_path, monk
     assert cards_now["resnet50"] == shipped["resnet50"]
 
 
-def test_every_zoo_model_has_a_card():
+def test_every_zoo_model_has_a_card_and_sized_cards_are_of_zoo_models():
+    from gpuadvisor.cards import base_model
     from profiler import zoo
 
-    assert set(load_cards()) == set(zoo.names())
+    shipped = load_cards()
+    assert set(zoo.names()) <= set(shipped)
+    assert {base_model(name) for name in shipped} == set(zoo.names())
 
 
 torch = pytest.importorskip("torch")
@@ -96,10 +99,15 @@ def test_saved_activation_bytes_by_hand():
 
 @pytest.fixture(scope="module")
 def computed():
-    """Every zoo card computed live (about a second each on the meta device)."""
-    from profiler import zoo
+    """Every shipped card computed live (about a second each on the meta device): the zoo
+    at its default sizes and at the published ones (model@size)."""
+    from gpuadvisor.cards import base_model
 
-    return {name: cards.compute_card(name) for name in zoo.names()}
+    out = {}
+    for name, card in load_cards().items():
+        computed = cards.compute_card(base_model(name), card["image_size"], card["seq_len"])
+        out[computed["model"]] = computed
+    return out
 
 
 def test_resnet50_card_matches_published_figures(computed):
@@ -114,7 +122,7 @@ def test_resnet50_card_matches_published_figures(computed):
 def test_card_follows_the_input_size(computed):
     large = cards.compute_card("resnet18", image_size=448)
     full = computed["resnet18"]
-    assert large["image_size"] == 448
+    assert large["image_size"] == 448 and large["model"] == "resnet18@448"
     assert large["flops_per_sample"] == pytest.approx(4 * full["flops_per_sample"], rel=0.01)
 
 
@@ -161,7 +169,7 @@ def test_card_cli_lists_the_zoo():
 @pytest.mark.parametrize("args, message", [
     (["resnet5"], "did you mean resnet50"),
     (["bert_base", "--image-size", "64"], "use --seq-len"),
-    ([], "name a model"),
+    ([], "name a zoo model"),
 ])
 def test_card_cli_errors_are_one_line(args, message):
     result = card_cli(*args)

@@ -140,3 +140,20 @@ def test_bad_published_file(tmp_path):
     bad.write_text("\n".join([rows[0], rows[1].replace(",A100-80GB,A100-80GB,", ",Z9,Z9,")]))
     with pytest.raises(ImportDataError, match="line 2: .*unknown GPU 'Z9'"):
         load_published(bad)
+
+
+def test_each_row_is_matched_to_the_card_at_its_own_input_size():
+    """SQuAD fine-tuning at 384 tokens and pre-training phase 2 at 512 are priced with the
+    cards at those lengths, not with the 128-token card scaled by the token count."""
+    from advisor.features import model_features, trial_features
+
+    trials = load_published()
+    bert = {t["seq_len"]: t for t in trials if t["model"] == "bert_large"}
+    assert {s: t["extra"]["card"] for s, t in bert.items()} == {
+        128: "bert_large", 384: "bert_large@384", 512: "bert_large@512"}
+    assert all(t["extra"]["card"] is None for t in trials if not t["extra"]["in_zoo"])
+    models = model_features()
+    features, kept, _ = trial_features([bert[384], bert[128]], models)
+    assert features["model"].tolist() == ["bert_large", "bert_large"]  # one model, two cards
+    assert features["flops_per_sample"].tolist() == [
+        models["bert_large@384"]["flops_per_sample"], models["bert_large"]["flops_per_sample"]]

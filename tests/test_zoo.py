@@ -20,6 +20,10 @@ REFERENCE_PARAMS = {
     "bert_base": 109_514_298,  # bert-base-uncased with its tied MLM head
     "gpt2": 124_439_808,
     "gpt2_medium": 354_823_168,
+    # meta-llama's model cards: Llama 3.2 1B, Llama 3.1 8B and 70B
+    "llama_1b": 1_235_814_400,
+    "llama_8b": 8_030_261_248,
+    "llama_70b": 70_553_706_496,
 }
 
 

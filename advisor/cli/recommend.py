@@ -28,7 +28,7 @@ class RecommendFormat(str, Enum):
 
 # The flag of each API parameter whose name differs from it.
 FLAGS = {"providers": "provider", "regions": "region", "gpus": "gpu",
-         "batch_per_gpu": "batch-size", "model": "model", "card": "card"}
+         "batch_per_gpu": "batch-size"}
 CUT_WORDS = {
     Reason.PROVIDER_FILTER: "provider filter", Reason.REGION_FILTER: "region filter",
     Reason.GPU_FILTER: "GPU filter", Reason.NO_THROUGHPUT: "no throughput prediction",

@@ -15,6 +15,8 @@ from profiler.cli.app import app
 
 LIST_COLUMNS = ["model", "task", "dataset", "samples_per_epoch", "epochs", "input",
                 "batch_per_gpu", "params_m", "gflops_per_sample"]
+LIST_WORKLOAD = ["model", "task", "dataset", "samples_per_epoch", "epochs", "image_size",
+                 "seq_len", "batch_per_gpu"]
 LIST_HEADERS = {"samples_per_epoch": "samples/epoch", "batch_per_gpu": "batch/GPU",
                 "params_m": "params M", "gflops_per_sample": "GFLOPs/sample fwd+bwd"}
 
@@ -22,7 +24,8 @@ LIST_HEADERS = {"samples_per_epoch": "samples/epoch", "batch_per_gpu": "batch/GP
 @app.command()
 def card(
     model: str | None = typer.Argument(None, help="zoo model, e.g. resnet50 (see --list)"),
-    list_zoo: bool = typer.Option(False, "--list", help="list the zoo with its shipped cards"),
+    list_zoo: bool = typer.Option(False, "--list", help="list the zoo and every card in use "
+                                  "(at other sizes, your own)"),
     all_models: bool = typer.Option(False, "--all", help="compute the card of every model"),
     write: bool = typer.Option(False, "--write", help="with --all: write them to your own "
                                "model_cards.csv in the user data dir, read before the "
@@ -219,19 +222,19 @@ def _list(fmt: Format) -> None:
     except (OSError, ValueError) as exc:
         fail(f"cannot read the model cards ({exc}); fix or remove your own "
              "model_cards.csv, or reinstall gpu-advisor", 1)
-    rows = []
-    for entry in zoo.ZOO.values():
-        card = shipped.get(entry.name, {})
-        rows.append({
-            "model": entry.name, "task": entry.task, "dataset": entry.dataset,
-            "samples_per_epoch": entry.samples_per_epoch, "epochs": entry.epochs,
-            "input": f"{entry.image_size}px" if entry.task == "image" else
-                     f"{entry.seq_len} tokens",
-            "batch_per_gpu": entry.batch_per_gpu,
-            "params_m": round(card["params"] / 1e6, 1) if card.get("params") else None,
-            "gflops_per_sample": round(card["flops_per_sample"] / 1e9, 2)
-            if card.get("flops_per_sample") else None,
-        })
+    # the zoo in its order (a card missing from the files still shows its workload), then
+    # the cards at other sizes and the user's own
+    known = [{**shipped.get(e.name, {}), **{k: getattr(e, k) for k in LIST_WORKLOAD[1:]},
+              "model": e.name} for e in zoo.ZOO.values()]
+    known += [card for name, card in shipped.items() if name not in zoo.ZOO]
+    rows = [{
+        **{k: card.get(k) for k in LIST_WORKLOAD},
+        "input": f"{card['image_size']}px" if card["task"] == "image" else
+                 f"{card['seq_len']} tokens",
+        "params_m": round(card["params"] / 1e6, 1) if card.get("params") else None,
+        "gflops_per_sample": round(card["flops_per_sample"] / 1e9, 2)
+        if card.get("flops_per_sample") else None,
+    } for card in known]
     if fmt is not Format.table:
         return emit(rows, LIST_COLUMNS, fmt)
-    emit_table(rows, LIST_COLUMNS, title="model zoo", headers=LIST_HEADERS, wrap=False)
+    emit_table(rows, LIST_COLUMNS, title="model cards", headers=LIST_HEADERS, wrap=False)
