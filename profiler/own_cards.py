@@ -45,6 +45,9 @@ def config_card(path: Path, name: str | None, work: Workload) -> dict:
     _check_size(work, task, str(path))
     if task == "image":
         size = work.image_size or getattr(config, "image_size", None)
+        if not size:
+            raise CardError(f"{path} is an image model that sets no image_size: give "
+                            "--image-size, the pixels a side")
         if hasattr(config, "image_size"):
             config.image_size = size
         shape = (1, getattr(config, "num_channels", 3), size, size)

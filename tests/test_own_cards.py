@@ -256,3 +256,19 @@ def test_callables_that_fail_are_one_line_errors(torch, nets, args, message):
     result = card_cli(*args)
     assert result.exit_code == 2 and message in result.output, result.output
     assert result.output.strip().count("\n") == 0
+
+
+RESNET50 = {"model_type": "resnet", "architectures": ["ResNetForImageClassification"],
+            "layer_type": "bottleneck", "depths": [3, 4, 6, 3],
+            "hidden_sizes": [256, 512, 1024, 2048], "num_labels": 1000}
+
+
+def test_a_config_card_of_a_zoo_shape_equals_the_zoo_card(tmp_path, torch):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(RESNET50))
+    assert "give --image-size" in card_cli("--config", path).output
+    result = card_cli("--config", path, "--image-size", 224, "--format", "json")
+    mine, zoo = json.loads(result.stdout), load_cards()["resnet50"]
+    for column in ("params", "tensors", "gradient_bytes", "forward_flops_per_sample",
+                   "flops_per_sample", "activation_bytes_per_sample", "image_size"):
+        assert mine[column] == zoo[column], column

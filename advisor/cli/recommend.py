@@ -179,7 +179,8 @@ def _model(option: str | None, argument: str | None) -> str:
     if option and argument and option != argument:
         fail(f"two models given, --model {option} and {argument}; give one")
     if not (option or argument):
-        fail(f"give the model to train with --model, one of: {', '.join(_model_names())}")
+        fail(f"give the model to train with --model, one of: {', '.join(_model_names())}; "
+             "or a card file with --card")
     return option or argument
 
 
