@@ -38,6 +38,7 @@ class Recommendation:
     artifact: dict  # the artifact's schema_version and fitted_at
     lifetimes: dict = field(repr=False)  # (provider, GPU, region) -> spot nodes' NodeLifetime
     warnings: list[str] = field(default_factory=list)
+    overheads: dict = field(default_factory=dict, repr=False)  # the pick's, with sources
 
     @property
     def pick(self) -> dict:
@@ -58,7 +59,7 @@ class Recommendation:
                     if pick["market"] == "spot"
                     else NodeLifetime("on-demand", 1.0, math.inf,
                                       "on-demand nodes are not revoked"))
-        return explanation(self.ranking, lifetime)
+        return explanation(self.ranking, lifetime, self.overheads)
 
     def to_dict(self, explain: bool = False) -> dict:
         """What `advisor recommend --format json` prints (with --explain: `explain` too)."""
@@ -139,9 +140,11 @@ def recommend(
         raise NoPlanError(_nothing_meets(ranking))
     plans = [{"rank": rank, **describe(ranking, int(row))}
              for rank, row in enumerate(ranking.ranked[:top], 1)]
+    pick = plans[0]
+    sources = estimator.overhead_sources(pick["provider"], pick["gpu"], pick["market"] == "spot")
     return Recommendation(plans, work, ranking, as_of,
                           {key: estimator.doc.get(key) for key in ("schema_version", "fitted_at")},
-                          lifetimes, stale)
+                          lifetimes, stale, sources)
 
 
 def node_lifetimes(artifact, markets) -> dict:
@@ -192,6 +195,7 @@ def describe(plans: Plans, row: int) -> dict:
         "time_at_confidence_s": number("time_conf", 0), "cost_at_confidence": number("cost_conf"),
         "p_deadline": number("p_deadline", 3) if p.constraints.deadline_s is not None else None,
         "p_budget": number("p_budget", 3) if p.constraints.budget_usd is not None else None,
+        "startup_s": number("startup_s", 1),
         "revocations_expected": number("revocations", 2),
         "checkpoint_interval_s": (number("checkpoint_interval_s", 0)
                                   if p["spot"][row] and float(p["checkpoint_interval_s"][row])
@@ -207,7 +211,8 @@ def assumptions() -> dict:
         "draws": optimizer.DRAWS, "seed": optimizer.SEED,
         "throughput_interval_coverage": PREDICTION_INTERVAL_LEVEL,
         "checkpoint_interval": "Young/Daly sqrt(2 x checkpoint_s x cluster MTBF)",
-        "revocation_cost": "recovery_s + startup_s / nodes + work since the last checkpoint",
+        "revocation_cost": "the replacement's startup_s + recovery_s (rejoin), the whole "
+                           "cluster waiting, + work since the last checkpoint",
         "sync": "allreduce (DDP)",
         "optimizer_state_bytes_per_param": workload.OPTIMIZER_STATE_BYTES,
         "memory_reserve_gib": workload.CONTEXT_RESERVE_BYTES / workload.GIB,

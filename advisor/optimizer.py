@@ -107,8 +107,9 @@ def rank_plans(
     if len(sp):
         sub = _subset(features, sp)
         keys, models = _lifetime_groups(candidates, sp, lifetimes)
-        overhead = (estimator.predict("recovery_s", sub).value
-                    + startup[sp] / nodes[sp])  # one node short until its replacement is up
+        # The rendezvous holds every node until the replacement has started and rejoined:
+        # the whole cluster waits out the replacement's start-up, whatever its size.
+        overhead = estimator.predict("recovery_s", sub).value + startup[sp]
         runs = simulate_spot(keys, nodes[sp], samples[sp] / throughput.value[sp],
                              (z, sigma[sp]), estimator.predict("checkpoint_s", sub).value,
                              overhead, models, rng)

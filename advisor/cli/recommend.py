@@ -265,12 +265,16 @@ def render(explained: dict) -> list[str]:
                 "" if step["worth_adding"] else "  (past the knee)")
             lines.append(f"  {step['nodes']} node(s): {step['throughput']:,.1f} samples/s, "
                          f"speed-up {step['speedup']:.2f}x{mark}")
+    lines.extend(_overhead_lines(explained.get("overheads"), format_duration))
     risk = explained["revocation_risk"]
     if risk and risk["market"] == "spot":
         life = risk["node_lifetime"]
+        mean = "unbounded" if life["mean_s"] is None else format_duration(life["mean_s"])
+        cap = "" if life.get("cap_s") is None else f", cut at {format_duration(life['cap_s'])}"
         lines.append(
-            f"Revocation risk: node life Weibull(shape {life['shape']:g}, mean "
-            f"{format_duration(life['mean_s'])}; {life['source']}), cluster MTBF "
+            f"Revocation risk: node life Weibull(shape {life['shape']:g}, mean {mean}{cap}; "
+            f"P(revoked within 1h) {life['p_revoked_1h']:.0%}, within 24h "
+            f"{life['p_revoked_24h']:.0%}; {life['source']}), cluster MTBF "
             f"{format_duration(risk['cluster_mtbf_s'])}, {risk['revocations_expected']:g} "
             "revocations expected, checkpoint every "
             f"{format_duration(risk['checkpoint_interval_s'])} (Young/Daly); time P50 "
@@ -282,3 +286,17 @@ def render(explained: dict) -> list[str]:
         lines.extend(f"  {cut['count']:>7,}  {cut_words(cut)}" for cut in explained["filtered"])
     return lines
 
+
+def _overhead_lines(overheads: dict | None, format_duration) -> list[str]:
+    """The pick's start-up and revocation wait, each part with its source."""
+    if not overheads:
+        return []
+    parts = (("VM start", "vm_s"), ("image, install, first step", "first_step_s"),
+             ("rejoin after a revocation", "rejoin_s"))
+    return [
+        f"Overheads: start-up {format_duration(overheads['startup_s'])}; a revocation stalls "
+        f"the job {format_duration(overheads['revocation_wait_s'])} "
+        f"({overheads['revocation_wait']}):",
+        *(f"  {label} {format_duration(overheads[key]['seconds'])}: {overheads[key]['source']}"
+          for label, key in parts),
+    ]
