@@ -107,19 +107,25 @@ def recommend(
     artifact: str | Path | None = None,
     catalog: str | Path | Sequence[str | Path] | None = None,
     top: int = 10,
+    market: str | None = None,
+    max_gpus: int | None = None,
 ) -> Recommendation:
     """The cheapest cluster that meets `deadline` (seconds, or a string such as "24h"), or
     the fastest within `budget` (USD, or a string such as "$500"); with both, the fastest
     within the budget that meets the deadline. Filters (`providers`, `regions`, `gpus`) take
-    a name, a comma-separated string or a list. `artifact` and `catalog` replace the shipped
+    a name, a comma-separated string or a list; `market` ('on-demand' or 'spot') and
+    `max_gpus` (GPUs in all) restrict the plans. Each plan's `quota` says which quotas of a
+    fresh account it exceeds (advisor.quotas). `artifact` and `catalog` replace the shipped
     fitted model and price catalog. Raises AdvisorError (ParameterError for bad input,
     NoPlanError when nothing fits or meets the constraints)."""
     from advisor.artifact import ArtifactError, load_artifact
     from advisor.candidates import Filters, enumerate_candidates
     from advisor.optimizer import rank_plans
+    from advisor.quotas import check_restrictions, quota_note, restrict
     from advisor.workload import build_workload
 
     constraints = _constraints(deadline, budget, confidence)
+    check_restrictions(market, max_gpus)
     if top < 1:
         raise ParameterError(f"top must be at least 1, got {top}", "top")
     work = build_workload(model_cards(), model, epochs=epochs, samples=samples, steps=steps,
@@ -129,6 +135,7 @@ def recommend(
     candidates = enumerate_candidates(offerings, work, filters)
     if not len(candidates):
         raise _nothing_fits(work, candidates)
+    candidates = restrict(candidates, market, max_gpus)
     try:
         estimator = load_artifact(artifact)
     except ArtifactError as error:  # a path the user gave is bad input; the shipped one, not
@@ -140,6 +147,8 @@ def recommend(
         raise NoPlanError(_nothing_meets(ranking))
     plans = [{"rank": rank, **describe(ranking, int(row))}
              for rank, row in enumerate(ranking.ranked[:top], 1)]
+    for plan, row in zip(plans, ranking.ranked[:top]):
+        plan["quota"] = quota_note(plan, int(offerings["vcpus"][ranking["offering"][row]]))
     pick = plans[0]
     sources = estimator.overhead_sources(pick["provider"], pick["gpu"], pick["market"] == "spot")
     return Recommendation(plans, work, ranking, as_of,

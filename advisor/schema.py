@@ -33,6 +33,7 @@ PLAN = _object({
     "revocations_expected": NUMBER,
     "checkpoint_interval_s": NULLABLE_NUMBER,
     "provenance": {"enum": ["measured", "interpolated", "extrapolated"]},
+    "quota": {"type": ["string", "null"]},
 })
 
 CUT = _object({

@@ -1,6 +1,7 @@
 """Overheads and node lifetimes from evidence: cited priors per provider that local
 measurements never replace, the whole job waiting out a revocation, Weibull fits of the
-digitised CM-DARE lifetime figure, and `--explain` naming every source."""
+digitised CM-DARE lifetime figure, `--explain` naming every source; and quotas: `market`,
+`max_gpus` and the fresh-account quota note of each plan."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from advisor import optimizer
 from advisor.api import recommend
 from advisor.artifact import ArtifactError, load_artifact
 from advisor.cli.recommend import render
+from advisor.errors import AdvisorError
 from advisor.overheads import overhead_priors
+from advisor.quotas import load_quotas
 from advisor.survival import PREEMPTIBLE_CAP_S, fit_figure, fit_weibull_binned
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,3 +150,38 @@ def test_explain_names_the_source_of_every_overhead_and_of_the_lifetime_curve():
     if risk["market"] == "spot":
         life = risk["node_lifetime"]
         assert life["source"] in lines and 0 < life["p_revoked_1h"] < life["p_revoked_24h"] < 1
+
+
+def test_market_and_max_gpus_restrict_the_plans():
+    result = recommend("resnet50", deadline="24h", gpus="A100", market="on-demand",
+                       max_gpus=8, top=50)
+    assert {plan["market"] for plan in result.plans} == {"on-demand"}
+    assert max(plan["gpus_per_node"] * plan["nodes"] for plan in result.plans) <= 8
+    cuts = {cut["reason"]: cut["count"] for cut in result.explain()["filtered"]}
+    assert cuts["market_filter"] > 0 and cuts["max_gpus"] > 0
+    spot = recommend("resnet50", deadline="24h", gpus="A100", market="spot", top=50)
+    assert {plan["market"] for plan in spot.plans} == {"spot"}
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"market": "cheap"}, "market must be on-demand or spot"),
+    ({"max_gpus": 0}, "max_gpus must be at least 1"),
+    ({"gpus": "A100", "max_gpus": 1, "market": "spot", "providers": "aws"}, "widen market"),
+])
+def test_bad_restrictions_name_the_parameter(arguments, message):
+    with pytest.raises(AdvisorError, match=message):
+        recommend("resnet50", deadline="24h", **arguments)
+
+
+def test_plans_beyond_a_fresh_accounts_quota_say_so():
+    gcp = recommend("resnet50", deadline="24h", providers="gcp", gpus="A100", top=5)
+    for plan in gcp.plans:
+        gpus = plan["gpus_per_node"] * plan["nodes"]
+        assert plan["quota"] == (f"GPUs (all regions) (GPUS_ALL_REGIONS): needs {gpus} GPUs, "
+                                 "a fresh account has 0")
+    aws = recommend("resnet50", deadline="24h", providers="aws", gpus="A100", top=5)
+    for plan in aws.plans:
+        kind = "Running On-Demand P instances" if plan["market"] == "on-demand" \
+            else "All P Spot Instance Requests"
+        assert plan["quota"].startswith(kind) and "vCPUs" in plan["quota"]
+    assert all(q.source.startswith("https://") for q in load_quotas())

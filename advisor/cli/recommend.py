@@ -32,6 +32,7 @@ FLAGS = {"providers": "provider", "regions": "region", "gpus": "gpu",
 CUT_WORDS = {
     Reason.PROVIDER_FILTER: "provider filter", Reason.REGION_FILTER: "region filter",
     Reason.GPU_FILTER: "GPU filter", Reason.NO_THROUGHPUT: "no throughput prediction",
+    Reason.MARKET_FILTER: "market filter", Reason.MAX_GPUS: "more GPUs than --max-gpus",
     Reason.NEVER_FINISHES: "never finishes (revocations outpace progress)",
     Reason.MISSES_DEADLINE: "misses the deadline", Reason.OVER_BUDGET: "over budget",
 }
@@ -86,6 +87,9 @@ def recommend(
     gpu: list[str] | None = typer.Option(
         None, help="only these GPUs or families: T4, V100, A100-80GB, A100, ..."),
     max_nodes: int = typer.Option(8, help="largest cluster to consider, in nodes"),
+    market: str | None = typer.Option(None, help="only this market: on-demand | spot"),
+    max_gpus: int | None = typer.Option(
+        None, help="at most this many GPUs in all (what your quota allows)"),
     top: int = typer.Option(10, help="plans to show"),
     fmt: RecommendFormat = typer.Option(
         RecommendFormat.table, "--format",
@@ -132,7 +136,7 @@ def recommend(
                      epochs=epochs, samples=samples, steps=steps, batch_per_gpu=batch_per_gpu,
                      precision=precision, providers=provider or (), regions=region or (),
                      gpus=gpu or (), max_nodes=max_nodes, artifact=artifact, catalog=catalog,
-                     top=top)
+                     top=top, market=market, max_gpus=max_gpus)
     except AdvisorError as error:
         fail(flag_words(error), error.exit_code)
     for message in result.warnings:
@@ -236,8 +240,21 @@ def _table(rows, plans, work, as_of, format_duration) -> None:
             break
     console.print(table)
     console.print(f"* the pick; prices as of {as_of}", style="bold green")
+    _quota_footer(rows)
     if left_out:
         console.print(f"narrow console hides {left_out}; --format json has all", style="dim")
+
+
+def _quota_footer(plans: list[dict]) -> None:
+    """One line when shown plans exceed a fresh account's default quotas (advisor.quotas)."""
+    from rich.console import Console
+
+    over = [plan for plan in plans if plan.get("quota")]
+    if over:
+        Console().print(
+            f"quota: {len(over)} of these plans need more than a fresh account's default "
+            f"quota (the pick: {plans[0]['quota'] or 'none'}); request an increase first, "
+            "or restrict with --max-gpus", style="dim", highlight=False, markup=False)
 
 
 def cut_words(cut: dict) -> str:
@@ -291,12 +308,15 @@ def _overhead_lines(overheads: dict | None, format_duration) -> list[str]:
     """The pick's start-up and revocation wait, each part with its source."""
     if not overheads:
         return []
+
+    def seconds(value: float) -> str:  # minutes would round a 87 s boot to "1m"
+        return f"{value:.0f} s" if value < 600 else format_duration(value)
+
     parts = (("VM start", "vm_s"), ("image, install, first step", "first_step_s"),
              ("rejoin after a revocation", "rejoin_s"))
     return [
-        f"Overheads: start-up {format_duration(overheads['startup_s'])}; a revocation stalls "
-        f"the job {format_duration(overheads['revocation_wait_s'])} "
-        f"({overheads['revocation_wait']}):",
-        *(f"  {label} {format_duration(overheads[key]['seconds'])}: {overheads[key]['source']}"
+        f"Overheads: start-up {seconds(overheads['startup_s'])}; a revocation stalls the job "
+        f"{seconds(overheads['revocation_wait_s'])} ({overheads['revocation_wait']}):",
+        *(f"  {label} {seconds(overheads[key]['seconds'])}: {overheads[key]['source']}"
           for label, key in parts),
     ]
