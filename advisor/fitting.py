@@ -3,9 +3,10 @@
 Throughput: the physical step-time model of advisor/physics.py with its few coefficients
 fitted by non-negative least squares on relative error, pulled towards physical priors, then
 a ridge log-linear correction on transferable features, then split-conformal intervals from
-held-out folds. Overheads (start-up, recovery) are medians of the most specific group seen;
-checkpoint time is a fixed cost plus bytes over bandwidth. pandas, scikit-learn and scipy are
-imported inside the functions: this module is never on the recommend path. Deterministic.
+held-out folds. Overheads (start-up, recovery) are medians of the most specific group of the
+same provider, over cited priors per provider (advisor/overheads.py); checkpoint time is a
+fixed cost plus bytes over bandwidth. pandas, scikit-learn and scipy are imported inside the
+functions: this module is never on the recommend path. Deterministic.
 """
 
 from __future__ import annotations
