@@ -155,6 +155,12 @@ class Artifact:
         for name, spec in parts.items():
             seconds, source = grouped_source(spec, provider, gpu, spot)
             out[name] = {"seconds": round(float(seconds), 1), "source": source}
+        target = "local" if provider.lower() == "local" else "bucket"
+        fit = self.doc["checkpoint_s"]["targets"][target]
+        out["checkpoint_s"] = {"source": (
+            f"fitted: {fit['n']} saves to a {target} ({', '.join(fit['models'])})" if fit["n"]
+            else f"prior: stated {fit['fixed_s']:g} s + {1e-6 / fit['s_per_byte']:g} MB/s to a "
+                 f"{target} (no save to one measured)")}
         return out
 
     def _predict_recovery_s(self, features: dict) -> Prediction:

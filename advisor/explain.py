@@ -68,9 +68,12 @@ def overheads(plans: Plans, row: int, sources: dict) -> dict:
     """The row's start-up and the cost of one revocation, each part with its source
     (`sources`: Artifact.overhead_sources of the row's market)."""
     vm, first, rejoin = (sources[k] for k in ("vm_s", "first_step_s", "recovery_s"))
+    save = float(plans["checkpoint_s"][row])
     return {
         "startup_s": round(float(plans["startup_s"][row]), 1),
         "vm_s": vm, "first_step_s": first, "rejoin_s": rejoin,
+        "checkpoint_s": {"seconds": round(save, 1) if math.isfinite(save) else None,
+                         "source": sources["checkpoint_s"]["source"]},
         "revocation_wait_s": round(float(plans["startup_s"][row]) + rejoin["seconds"], 1),
         "revocation_wait": "the whole cluster waits: the rendezvous holds every node until "
                            "the replacement has started and rejoined",

@@ -49,7 +49,7 @@ EXPLAIN = _object({
     "scaling_threshold": NUMBER,
     "overheads": {"type": ["object", "null"],
                   "required": ["startup_s", "vm_s", "first_step_s", "rejoin_s",
-                               "revocation_wait_s"]},
+                               "checkpoint_s", "revocation_wait_s"]},
     "revocation_risk": {"type": ["object", "null"],
                         "properties": {"market": {"enum": ["spot", "on-demand"]}},
                         "required": ["market", "revocations_expected"]},

@@ -139,8 +139,8 @@ def test_explain_names_the_source_of_every_overhead_and_of_the_lifetime_curve():
     result = recommend("resnet50", deadline="24h", providers="gcp", gpus="A100")
     explained = result.to_dict(explain=True)["explain"]
     overheads = explained["overheads"]
-    for key in ("vm_s", "first_step_s", "rejoin_s"):
-        assert overheads[key]["source"].startswith(("prior: ", "measured: "))
+    for key in ("vm_s", "first_step_s", "rejoin_s", "checkpoint_s"):
+        assert overheads[key]["source"].startswith(("prior: ", "measured: ", "fitted: "))
     assert "CM-DARE" in overheads["vm_s"]["source"]
     assert overheads["revocation_wait_s"] == pytest.approx(
         overheads["startup_s"] + overheads["rejoin_s"]["seconds"], abs=0.2)
@@ -185,3 +185,13 @@ def test_plans_beyond_a_fresh_accounts_quota_say_so():
             else "All P Spot Instance Requests"
         assert plan["quota"].startswith(kind) and "vCPUs" in plan["quota"]
     assert all(q.source.startswith("https://") for q in load_quotas())
+
+
+def test_explain_of_an_on_demand_pick_shows_its_start_up_and_no_revocation_wait():
+    result = recommend("resnet50", deadline="24h", gpus="A100", market="on-demand")
+    explained = result.explain()
+    assert explained["overheads"]["checkpoint_s"]["seconds"] is None  # never checkpoints
+    lines = render(explained)
+    overhead = [line for line in lines if line.startswith("Overheads")]
+    assert overhead == [f"Overheads: start-up {explained['overheads']['startup_s']:.0f} s:"]
+    assert not any("rejoin" in line for line in lines)

@@ -282,8 +282,9 @@ def render(explained: dict) -> list[str]:
                 "" if step["worth_adding"] else "  (past the knee)")
             lines.append(f"  {step['nodes']} node(s): {step['throughput']:,.1f} samples/s, "
                          f"speed-up {step['speedup']:.2f}x{mark}")
-    lines.extend(_overhead_lines(explained.get("overheads"), format_duration))
     risk = explained["revocation_risk"]
+    lines.extend(_overhead_lines(explained.get("overheads"), bool(risk) and
+                                 risk["market"] == "spot", format_duration))
     if risk and risk["market"] == "spot":
         life = risk["node_lifetime"]
         mean = "unbounded" if life["mean_s"] is None else format_duration(life["mean_s"])
@@ -304,19 +305,25 @@ def render(explained: dict) -> list[str]:
     return lines
 
 
-def _overhead_lines(overheads: dict | None, format_duration) -> list[str]:
-    """The pick's start-up and revocation wait, each part with its source."""
+def _overhead_lines(overheads: dict | None, spot: bool, format_duration) -> list[str]:
+    """The pick's start-up and, on spot, what a revocation stalls, each part with its source."""
     if not overheads:
         return []
 
     def seconds(value: float) -> str:  # minutes would round a 87 s boot to "1m"
         return f"{value:.0f} s" if value < 600 else format_duration(value)
 
-    parts = (("VM start", "vm_s"), ("image, install, first step", "first_step_s"),
-             ("rejoin after a revocation", "rejoin_s"))
+    parts = [("VM start", "vm_s"), ("image, install, first step", "first_step_s")]
+    head = f"Overheads: start-up {seconds(overheads['startup_s'])}"
+    if spot:
+        parts.append(("rejoin after a revocation", "rejoin_s"))
+        head += (f"; a revocation stalls the job {seconds(overheads['revocation_wait_s'])} "
+                 f"({overheads['revocation_wait']})")
+    save = overheads["checkpoint_s"]
     return [
-        f"Overheads: start-up {seconds(overheads['startup_s'])}; a revocation stalls the job "
-        f"{seconds(overheads['revocation_wait_s'])} ({overheads['revocation_wait']}):",
+        head + ":",
         *(f"  {label} {seconds(overheads[key]['seconds'])}: {overheads[key]['source']}"
           for label, key in parts),
+        *([f"  one checkpoint {seconds(save['seconds'])}: {save['source']}"]
+          if save["seconds"] is not None else []),
     ]
