@@ -23,6 +23,7 @@ import numpy as np
 from advisor import physics
 from advisor.artifact import SCHEMA_VERSION, Artifact, config_keys
 from advisor.features import model_features, take, trial_features
+from gpuadvisor import data
 from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 
 # Fixed a priori, never tuned on evaluation folds: a prior row weighs as much as one
@@ -341,9 +342,13 @@ def fit_store(path: str | Path, include_published: bool = True,
         checkpoints = [r for r in store.rows("checkpoints")
                        if include_published or r["source"] != "published"]
         lifetimes = store.rows("lifetimes")
-    figure = fit_figure()
-    prior_rows, buckets = load_prior(curves=figure)
-    priors = overhead_priors()
+    try:
+        figure = fit_figure()
+        prior_rows, buckets = load_prior(curves=figure)
+        priors = overhead_priors()
+    except (KeyError, ValueError) as exc:  # a user's own copy read before the shipped one
+        raise FitError(f"cannot read the lifetime or overhead evidence ({exc!r}); fix or "
+                       f"remove your copy of that file in {data.user_dir()}") from None
     grouped = {name: fit_grouped(rows, priors[name]) for name, rows in overheads.items()}
     training = {
         "throughput": sorted(measured.items()),

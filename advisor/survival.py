@@ -140,10 +140,11 @@ def load_prior(path: Path | None = None, curves: list[dict] | None = None
             if row["interruption_bucket"]:
                 buckets[row["interruption_bucket"]] = float(row["scale_s"])
                 continue
-            curve = by_name.get(row["curve_of"]) if row["curve_of"] else None
-            if row["curve_of"] and curve is None:
+            name = row.get("curve_of") or ""  # a copy from before the column: none
+            curve = by_name.get(name) if name else None
+            if name and curve is None:
                 raise ValueError(f"lifetime prior row for {row['provider']} names curve "
-                                 f"{row['curve_of']!r}, which the lifetime figure lacks")
+                                 f"{name!r}, which the lifetime figure lacks")
             rows.append({
                 "provider": row["provider"], "gpu": row["gpu"].lower(),
                 "region": row["region"].lower(),

@@ -195,3 +195,23 @@ def test_explain_of_an_on_demand_pick_shows_its_start_up_and_no_revocation_wait(
     overhead = [line for line in lines if line.startswith("Overheads")]
     assert overhead == [f"Overheads: start-up {explained['overheads']['startup_s']:.0f} s:"]
     assert not any("rejoin" in line for line in lines)
+
+
+def test_a_broken_own_copy_of_the_evidence_fails_the_fit_in_one_line(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "overheads.csv").write_text("provider,market,component,seconds,low_s,high_s,"
+                                        "as_of,source,notes\ngcp,spot,boot_s,1,1,1,,x,\n")
+    monkeypatch.setenv("GPUADVISOR_HOME", str(home))
+    from gpuadvisor.store import Store
+
+    with Store(tmp_path / "m.db"):
+        pass
+    out = subprocess.run([sys.executable, "-c", "from advisor.cli import main; main()", "fit",
+                          "--store", str(tmp_path / "m.db"), "--output",
+                          str(tmp_path / "a.json")], capture_output=True, text=True)
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert "boot_s" in out.stderr and str(home) in out.stderr
