@@ -38,6 +38,7 @@ class Recommendation:
     artifact: dict  # the artifact's schema_version and fitted_at
     lifetimes: dict = field(repr=False)  # (provider, GPU, region) -> spot nodes' NodeLifetime
     warnings: list[str] = field(default_factory=list)
+    overheads: dict = field(default_factory=dict, repr=False)  # the pick's, with sources
 
     @property
     def pick(self) -> dict:
@@ -58,7 +59,7 @@ class Recommendation:
                     if pick["market"] == "spot"
                     else NodeLifetime("on-demand", 1.0, math.inf,
                                       "on-demand nodes are not revoked"))
-        return explanation(self.ranking, lifetime)
+        return explanation(self.ranking, lifetime, self.overheads)
 
     def to_dict(self, explain: bool = False) -> dict:
         """What `advisor recommend --format json` prints (with --explain: `explain` too)."""
@@ -110,6 +111,8 @@ def recommend(
     seq_len: int | None = None,
     image_size: int | None = None,
     card: str | Path | None = None,
+    market: str | None = None,
+    max_gpus: int | None = None,
 ) -> Recommendation:
     """The cheapest cluster that meets `deadline` (seconds, or a string such as "24h"), or
     the fastest within `budget` (USD, or a string such as "$500"); with both, the fastest
@@ -117,15 +120,19 @@ def recommend(
     a name, a comma-separated string or a list. `artifact` and `catalog` replace the shipped
     fitted model and price catalog. `model` names a card (the zoo's or your own, see
     `profiler card`), at `seq_len` / `image_size` when given; `card` is a card file (JSON)
-    to plan with instead; `tokens` (20B, or a number) sets a text model's data. Raises
+    to plan with instead; `tokens` (20B, or a number) sets a text model's data. `market`
+    ('on-demand' or 'spot') and `max_gpus` (GPUs in all) restrict the plans. Each plan's
+    `quota` says which quotas of a fresh account it exceeds (advisor.quotas). Raises
     AdvisorError (ParameterError for bad input,
     NoPlanError when nothing fits or meets the constraints)."""
     from advisor.artifact import ArtifactError, load_artifact
     from advisor.candidates import Filters, enumerate_candidates
     from advisor.optimizer import rank_plans
+    from advisor.quotas import check_restrictions, quota_note, restrict
     from advisor.workload import build_workload
 
     constraints = _constraints(deadline, budget, confidence)
+    check_restrictions(market, max_gpus)
     if top < 1:
         raise ParameterError(f"top must be at least 1, got {top}", "top")
     cards, model = _cards_with(model, card)
@@ -137,6 +144,7 @@ def recommend(
     candidates = enumerate_candidates(offerings, work, filters)
     if not len(candidates):
         raise _nothing_fits(work, candidates)
+    candidates = restrict(candidates, market, max_gpus)
     try:
         estimator = load_artifact(artifact)
     except ArtifactError as error:  # a path the user gave is bad input; the shipped one, not
@@ -148,9 +156,13 @@ def recommend(
         raise NoPlanError(_nothing_meets(ranking))
     plans = [{"rank": rank, **describe(ranking, int(row))}
              for rank, row in enumerate(ranking.ranked[:top], 1)]
+    for plan, row in zip(plans, ranking.ranked[:top]):
+        plan["quota"] = quota_note(plan, int(offerings["vcpus"][ranking["offering"][row]]))
+    pick = plans[0]
+    sources = estimator.overhead_sources(pick["provider"], pick["gpu"], pick["market"] == "spot")
     return Recommendation(plans, work, ranking, as_of,
                           {key: estimator.doc.get(key) for key in ("schema_version", "fitted_at")},
-                          lifetimes, stale)
+                          lifetimes, stale, sources)
 
 
 def node_lifetimes(artifact, markets) -> dict:
@@ -221,6 +233,7 @@ def describe(plans: Plans, row: int) -> dict:
         "time_at_confidence_s": number("time_conf", 0), "cost_at_confidence": number("cost_conf"),
         "p_deadline": number("p_deadline", 3) if p.constraints.deadline_s is not None else None,
         "p_budget": number("p_budget", 3) if p.constraints.budget_usd is not None else None,
+        "startup_s": number("startup_s", 1),
         "revocations_expected": number("revocations", 2),
         "checkpoint_interval_s": (number("checkpoint_interval_s", 0)
                                   if p["spot"][row] and float(p["checkpoint_interval_s"][row])
@@ -236,7 +249,8 @@ def assumptions() -> dict:
         "draws": optimizer.DRAWS, "seed": optimizer.SEED,
         "throughput_interval_coverage": PREDICTION_INTERVAL_LEVEL,
         "checkpoint_interval": "Young/Daly sqrt(2 x checkpoint_s x cluster MTBF)",
-        "revocation_cost": "recovery_s + startup_s / nodes + work since the last checkpoint",
+        "revocation_cost": "the replacement's startup_s + recovery_s (rejoin), the whole "
+                           "cluster waiting, + work since the last checkpoint",
         "sync": "allreduce (DDP)",
         "optimizer_state_bytes_per_param": workload.OPTIMIZER_STATE_BYTES,
         "memory_reserve_gib": workload.CONTEXT_RESERVE_BYTES / workload.GIB,

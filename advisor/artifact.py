@@ -24,9 +24,10 @@ from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: overhead priors by provider with sources, lifetime figure fits
 TARGETS = ("throughput", "startup_s", "checkpoint_s", "recovery_s")
 PROVENANCE = ("measured", "interpolated", "extrapolated")  # from best to worst evidence
+PREEMPTIBLE_CAP_S = 24 * 3600.0  # GCP stops a legacy preemptible VM after 24 h
 
 
 class ArtifactError(Exception):
@@ -145,6 +146,23 @@ class Artifact:
         return Prediction(vm.value + first.value, vm.lo + first.lo, vm.hi + first.hi,
                           np.array(PROVENANCE)[worse])
 
+    def overhead_sources(self, provider: str, gpu: str, spot: bool) -> dict:
+        """Seconds and source of each overhead of one market (what `--explain` prints)."""
+        parts = {"vm_s": self.doc["startup_s"]["vm_s"],
+                 "first_step_s": self.doc["startup_s"]["first_step_s"],
+                 "recovery_s": self.doc["recovery_s"]}
+        out = {}
+        for name, spec in parts.items():
+            seconds, source = grouped_source(spec, provider, gpu, spot)
+            out[name] = {"seconds": round(float(seconds), 1), "source": source}
+        target = "local" if provider.lower() == "local" else "bucket"
+        fit = self.doc["checkpoint_s"]["targets"][target]
+        out["checkpoint_s"] = {"source": (
+            f"fitted: {fit['n']} saves to a {target} ({', '.join(fit['models'])})" if fit["n"]
+            else f"prior: stated {fit['fixed_s']:g} s + {1e-6 / fit['s_per_byte']:g} MB/s to a "
+                 f"{target} (no save to one measured)")}
+        return out
+
     def _predict_recovery_s(self, features: dict) -> Prediction:
         return _grouped(self.doc["recovery_s"], features)
 
@@ -168,10 +186,13 @@ class Artifact:
     # -- revocations --------------------------------------------------------------------
 
     def lifetime(self, provider: str, gpu: str, region: str, spot: bool,
-                 interruption_bucket: str | None = None) -> NodeLifetime:
-        """The node-life model of a market. `interruption_bucket` is the AWS Spot Instance
-        Advisor's bucket of the market (`cloud.catalog.spot_market`), which the caller looks
-        up: this reads no file."""
+                 interruption_bucket: str | None = None,
+                 preemptible: bool = False) -> NodeLifetime:
+        """The node-life model of a market: the provider's own measured lives, else the AWS
+        Spot Instance Advisor's bucket of the market (`cloud.catalog.spot_market`, which the
+        caller looks up: this reads no file), else the published curve of the region, else
+        the stated prior. `preemptible`: a legacy GCP preemptible VM, stopped after 24 h,
+        rather than a Spot VM (no cap)."""
         if not spot:
             return NodeLifetime("on-demand", 1.0, math.inf, "on-demand nodes are not revoked")
         spec = self.doc["lifetime"]
@@ -187,10 +208,20 @@ class Artifact:
             return NodeLifetime("weibull", 1.0, spec["aws_buckets"][interruption_bucket],
                             "prior: AWS Spot Instance Advisor interruption frequency "
                             f"{interruption_bucket}")
+        for row in spec.get("figure", []):  # published curves of the market's own region
+            if (row["provider"], row["region"]) == (provider, region):
+                if preemptible:
+                    return NodeLifetime("weibull", row["shape"], row["scale_s"],
+                                        "published: " + row["source"], row["cap_s"])
+                return NodeLifetime("weibull", row["shape"], row["scale_s"],
+                                    f"published: {row['source']}; Spot VMs have no 24 h cap "
+                                    "(assumption: otherwise reclaimed like preemptible VMs)")
         for row in spec["prior"]:  # most specific first
             if row["provider"] == provider and row["gpu"] in ("*", gpu) and \
                     row["region"] in ("*", region):
                 cap = math.inf if row["cap_s"] is None else row["cap_s"]
+                if preemptible and provider == "gcp":
+                    cap = min(cap, PREEMPTIBLE_CAP_S)
                 return NodeLifetime("weibull", row["shape"], row["scale_s"],
                                     "prior: " + row["source"], cap)
         raise ArtifactError(f"no lifetime model for {provider} spot nodes; refit with a prior")
@@ -254,16 +285,15 @@ def _rank(provenance: np.ndarray) -> np.ndarray:
 
 
 def _grouped(spec: dict, features: dict) -> Prediction:
-    """Median of the most specific group seen: (provider, gpu, spot), (provider, spot),
-    provider, all; a stated prior when nothing was measured."""
+    """Median of the most specific group of the row's own provider that was measured:
+    (provider, gpu, spot), (provider, spot), provider; else the provider's cited prior. Never
+    another provider's figures: local processes do not stand in for a cloud."""
     provider, gpu = physics.codes(features, "provider"), physics.codes(features, "gpu")
     spot = physics.factorize(np.asarray(features["spot"], bool).astype(int))
     n = len(spot[1])
     value = np.full(n, np.nan)
     rank = np.full(n, 2)
-    everyone = (np.array(["*"]), np.zeros(n, dtype=np.int64))
-    levels = (((provider, gpu, spot), 0), ((provider, spot), 1), ((provider,), 1),
-              ((everyone,), 2))
+    levels = (((provider, gpu, spot), 0), ((provider, spot), 1), ((provider,), 1))
     for columns, level in levels:
         todo = np.flatnonzero(np.isnan(value))
         if not todo.size:
@@ -271,10 +301,32 @@ def _grouped(spec: dict, features: dict) -> Prediction:
         found = _lookup(spec["groups"], [(names, codes[todo]) for names, codes in columns])
         hit = ~np.isnan(found)
         value[todo[hit]], rank[todo[hit]] = found[hit], level
-    missing = np.isnan(value)
-    if missing.any():
-        local = physics.is_in(features, "provider", ["local"])[missing]
-        value[missing] = np.where(local, spec["prior"]["local"], spec["prior"]["*"])
+    todo = np.flatnonzero(np.isnan(value))
+    if todo.size:
+        keys, inverse = unique_keys(*((names, codes[todo]) for names, codes in (provider, spot)))
+        value[todo] = np.array([prior_for(spec, *key.split("|"))["s"] for key in keys])[inverse]
     provenance = np.array(PROVENANCE)[rank]
     lo, hi = _interval(spec["calibration"], value, provenance)
     return Prediction(value, lo, hi, provenance)
+
+
+def prior_for(spec: dict, provider: str, spot: str) -> dict:
+    """The cited prior of a provider's market (spot '1' or '0'): its own, else its any-market
+    row, else the row every provider shares ('*|*', an assumption that says so)."""
+    for key in (f"{provider}|{spot}", f"{provider}|*", f"*|{spot}", "*|*"):
+        if key in spec["prior"]:
+            return spec["prior"][key]
+    raise ArtifactError(f"no start-up or recovery evidence for provider {provider!r}: measure "
+                        f"it with `profiler sweep` on {provider} and refit with `advisor fit`")
+
+
+def grouped_source(spec: dict, provider: str, gpu: str, spot: bool) -> tuple[float, str]:
+    """(seconds, where they come from) of one market, as `_grouped` chooses them."""
+    provider, gpu, flag = provider.lower(), _gpu_key(gpu), str(int(spot))
+    for key in (f"{provider}|{gpu}|{flag}", f"{provider}|{flag}", provider):
+        if key in spec["groups"]:
+            count = spec.get("counts", {}).get(key)
+            return spec["groups"][key], (f"measured: median of {count} profiler runs "
+                                         f"({key.replace('|', '/')})")
+    prior = prior_for(spec, provider, flag)
+    return prior["s"], "prior: " + prior["source"]

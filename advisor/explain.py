@@ -1,12 +1,15 @@
-"""Why the pick: how the pick's instance scales node by node, what revocations risk on it, and
-what was filtered out and why, as data (advisor.cli.recommend words it)."""
+"""Why the pick: how the pick's instance scales node by node, what its overheads are and where
+they come from, what revocations risk on it, and what was filtered out and why, as data
+(advisor.cli.recommend words it)."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from advisor.optimizer import Plans
-from advisor.risk import mean_lifetime_s
+from advisor.risk import mean_lifetime_s, time_between_revocations_s
 from gpuadvisor.vocab import market
 
 # Or, Zhang and Freedman (MLSys 2020) keep adding workers while each added one contributes at
@@ -44,16 +47,41 @@ def revocation_risk(plans: Plans, row: int, lifetime) -> dict:
     if not plans["spot"][row]:
         return {"market": market(False), "revocations_expected": 0.0}
     nodes = int(plans["nodes"][row])
+    mean = mean_lifetime_s(lifetime)
     return {
         "market": market(True),
         "node_lifetime": {"shape": lifetime.shape, "scale_s": lifetime.scale_s,
-                          "mean_s": round(mean_lifetime_s(lifetime)), "source": lifetime.source},
-        "cluster_mtbf_s": round(mean_lifetime_s(lifetime) / nodes),
+                          "cap_s": None if math.isinf(lifetime.cap_s) else lifetime.cap_s,
+                          "mean_s": round(mean) if math.isfinite(mean) else None,
+                          "p_revoked_1h": _revoked_by(lifetime, 3600.0),
+                          "p_revoked_24h": _revoked_by(lifetime, 86400.0),
+                          "source": lifetime.source},
+        "cluster_mtbf_s": round(time_between_revocations_s(lifetime) / nodes),
         "revocations_expected": round(float(plans["revocations"][row]), 2),
         "checkpoint_interval_s": round(float(plans["checkpoint_interval_s"][row])),
         "time_p50_s": round(float(plans["time_p50"][row])),
         "time_p90_s": round(float(plans["time_p90"][row])),
     }
+
+
+def overheads(plans: Plans, row: int, sources: dict) -> dict:
+    """The row's start-up and the cost of one revocation, each part with its source
+    (`sources`: Artifact.overhead_sources of the row's market)."""
+    vm, first, rejoin = (sources[k] for k in ("vm_s", "first_step_s", "recovery_s"))
+    save = float(plans["checkpoint_s"][row])
+    return {
+        "startup_s": round(float(plans["startup_s"][row]), 1),
+        "vm_s": vm, "first_step_s": first, "rejoin_s": rejoin,
+        "checkpoint_s": {"seconds": round(save, 1) if math.isfinite(save) else None,
+                         "source": sources["checkpoint_s"]["source"]},
+        "revocation_wait_s": round(float(plans["startup_s"][row]) + rejoin["seconds"], 1),
+        "revocation_wait": "the whole cluster waits: the rendezvous holds every node until "
+                           "the replacement has started and rejoined",
+    }
+
+
+def _revoked_by(lifetime, seconds: float) -> float:
+    return round(1.0 - float(lifetime.survival(seconds)), 3)
 
 
 def filtered(plans: Plans) -> list[dict]:
@@ -63,11 +91,12 @@ def filtered(plans: Plans) -> list[dict]:
     return [{**cut.as_dict(), "count": count} for cut, count in cuts.items()]
 
 
-def explanation(plans: Plans, lifetime) -> dict:
+def explanation(plans: Plans, lifetime, sources: dict | None = None) -> dict:
     row = plans.pick
     return {
         "scaling": scaling(plans, row) if row is not None else [],
         "scaling_threshold": SCALING_EFFICIENCY_THRESHOLD,
+        "overheads": overheads(plans, row, sources) if row is not None and sources else None,
         "revocation_risk": revocation_risk(plans, row, lifetime) if row is not None else None,
         "filtered": filtered(plans),
     }

@@ -3,9 +3,10 @@
 Throughput: the physical step-time model of advisor/physics.py with its few coefficients
 fitted by non-negative least squares on relative error, pulled towards physical priors, then
 a ridge log-linear correction on transferable features, then split-conformal intervals from
-held-out folds. Overheads (start-up, recovery) are medians of the most specific group seen;
-checkpoint time is a fixed cost plus bytes over bandwidth. pandas, scikit-learn and scipy are
-imported inside the functions: this module is never on the recommend path. Deterministic.
+held-out folds. Overheads (start-up, recovery) are medians of the most specific group of the
+same provider, over cited priors per provider (advisor/overheads.py); checkpoint time is a
+fixed cost plus bytes over bandwidth. pandas, scikit-learn and scipy are imported inside the
+functions: this module is never on the recommend path. Deterministic.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 from advisor import physics
 from advisor.artifact import SCHEMA_VERSION, Artifact, config_keys
 from advisor.features import model_features, take, trial_features
+from gpuadvisor import data
 from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 
 # Fixed a priori, never tuned on evaluation folds: a prior row weighs as much as one
@@ -42,13 +44,6 @@ SEED = 0
 # Fallback interval half-widths (log scale) when too few held-out residuals exist.
 DEFAULT_SPREAD = {"measured": math.log(1.2), "interpolated": math.log(1.5),
                   "extrapolated": math.log(2.0)}
-# Stated priors for overheads nobody measured (seconds): cloud VMs take minutes to boot and
-# a first step needs the image, the data and the process group; a local run only the latter.
-OVERHEAD_PRIORS = {
-    "vm_s": {"local": 0.0, "*": 90.0},
-    "first_step_s": {"local": 10.0, "*": 60.0},
-    "recovery_s": {"local": 30.0, "*": 120.0},
-}
 CHECKPOINT_PRIOR = {"local": (0.05, 1 / 1e9), "bucket": (1.0, 1 / 100e6)}  # (fixed s, s/byte)
 BYTES_PER_PARAM_PRIOR = 12.0  # fp32 weights plus two Adam moments
 
@@ -252,26 +247,30 @@ def conformal(residual: np.ndarray, miscoverage: float = MISCOVERAGE) -> list[fl
 
 # -- overheads ----------------------------------------------------------------------------
 
-def fit_grouped(rows: list[tuple[str, str, bool, float]], prior: dict[str, float]) -> dict:
-    """Medians per (provider, gpu, spot), (provider, spot), provider and overall."""
+def fit_grouped(rows: list[tuple[str, str, bool, float]], prior: dict[str, dict]) -> dict:
+    """Medians (and counts) per (provider, gpu, spot), (provider, spot) and provider, never
+    pooled across providers; `prior` ('provider|spot' -> cited figure, advisor.overheads)
+    answers for a provider nobody measured."""
     levels = (lambda p, g, s: f"{p}|{g}|{int(s)}", lambda p, g, s: f"{p}|{int(s)}",
-              lambda p, g, s: p, lambda p, g, s: "*")
+              lambda p, g, s: p)
     rows = [(str(p or "").lower(), str(g or "").lower(), bool(s), float(v))
             for p, g, s, v in rows if v is not None and v > 0]
     groups: dict[str, float] = {}
+    counts: dict[str, int] = {}
     residuals: dict[str, list[float]] = {}
-    for level, label in zip(levels, ("measured", "interpolated", "interpolated", "extrapolated")):
+    for level, label in zip(levels, ("measured", "interpolated", "interpolated")):
         buckets: dict[str, list[float]] = {}
         for p, g, s, v in rows:
             buckets.setdefault(level(p, g, s), []).append(v)
         for key, values in buckets.items():
-            groups[key] = float(np.median(values))
+            groups[key], counts[key] = float(np.median(values)), len(values)
             residuals.setdefault(label, []).extend(np.log(np.array(values) / groups[key]))
     calibration = {name: [-s, s] for name, s in DEFAULT_SPREAD.items()}
     for label, r in residuals.items():
         if len(r) >= 10:
             calibration[label] = conformal(np.array(r))
-    return {"groups": dict(sorted(groups.items())), "prior": prior, "calibration": calibration}
+    return {"groups": dict(sorted(groups.items())), "counts": dict(sorted(counts.items())),
+            "prior": prior, "calibration": calibration}
 
 
 def fit_checkpoint(rows: list[dict]) -> dict:
@@ -332,7 +331,8 @@ def overhead_rows(store) -> dict[str, list]:
 def fit_store(path: str | Path, include_published: bool = True,
               exclude_software: tuple[str, ...] = ()) -> tuple[dict, dict]:
     """(artifact document, summary of what was used) from a measurement store."""
-    from advisor.survival import fit_lifetimes, load_prior
+    from advisor.overheads import overhead_priors
+    from advisor.survival import fit_figure, fit_lifetimes, load_prior
     from gpuadvisor.store import Store, now_iso
 
     with Store(path) as store:
@@ -342,8 +342,14 @@ def fit_store(path: str | Path, include_published: bool = True,
         checkpoints = [r for r in store.rows("checkpoints")
                        if include_published or r["source"] != "published"]
         lifetimes = store.rows("lifetimes")
-    prior_rows, buckets = load_prior()
-    grouped = {name: fit_grouped(rows, OVERHEAD_PRIORS[name]) for name, rows in overheads.items()}
+    try:
+        figure = fit_figure()
+        prior_rows, buckets = load_prior(curves=figure)
+        priors = overhead_priors()
+    except (KeyError, ValueError) as exc:  # a user's own copy read before the shipped one
+        raise FitError(f"cannot read the lifetime or overhead evidence ({exc!r}); fix or "
+                       f"remove your copy of that file in {data.user_dir()}") from None
+    grouped = {name: fit_grouped(rows, priors[name]) for name, rows in overheads.items()}
     training = {
         "throughput": sorted(measured.items()),
         # The features fitted, not only the measurements: inputs read from elsewhere (a
@@ -375,8 +381,8 @@ def fit_store(path: str | Path, include_published: bool = True,
         "startup_s": {"vm_s": grouped["vm_s"], "first_step_s": grouped["first_step_s"]},
         "checkpoint_s": fit_checkpoint(checkpoints),
         "recovery_s": grouped["recovery_s"],
-        "lifetime": {"fitted": fit_lifetimes(lifetimes), "prior": prior_rows,
-                     "aws_buckets": buckets},
+        "lifetime": {"fitted": fit_lifetimes(lifetimes), "figure": figure,
+                     "prior": prior_rows, "aws_buckets": buckets},
     }
     return _rounded(doc), {"skipped": skipped}
 

@@ -90,6 +90,7 @@ def rank_plans(
     within = {"deadline": np.ones(len(candidates)), "budget": np.ones(len(candidates))}
     revocations = np.zeros(len(candidates))
     interval = np.full(len(candidates), np.inf)
+    checkpoint = np.full(len(candidates), np.nan)  # seconds of one save, spot plans only
     hour_cost = nodes * price / 3600.0  # USD per second of the whole cluster
 
     # On demand: time falls as the throughput error z rises, so its quantiles and
@@ -107,11 +108,12 @@ def rank_plans(
     if len(sp):
         sub = _subset(features, sp)
         keys, models = _lifetime_groups(candidates, sp, lifetimes)
-        overhead = (estimator.predict("recovery_s", sub).value
-                    + startup[sp] / nodes[sp])  # one node short until its replacement is up
+        # The rendezvous holds every node until the replacement has started and rejoined:
+        # the whole cluster waits out the replacement's start-up, whatever its size.
+        overhead = estimator.predict("recovery_s", sub).value + startup[sp]
+        checkpoint[sp] = estimator.predict("checkpoint_s", sub).value
         runs = simulate_spot(keys, nodes[sp], samples[sp] / throughput.value[sp],
-                             (z, sigma[sp]), estimator.predict("checkpoint_s", sub).value,
-                             overhead, models, rng)
+                             (z, sigma[sp]), checkpoint[sp], overhead, models, rng)
         # Quantiles of the distinct simulations, start-up (a constant per row) added after.
         # A sort along the draws is faster than a partition at three quantiles; float32
         # halves its work, times keep 7 significant digits.
@@ -128,6 +130,7 @@ def rank_plans(
         "throughput": throughput.value, "throughput_lo": throughput.lo,
         "throughput_hi": throughput.hi, "provenance": np.asarray(throughput.provenance, str),
         "startup_s": startup, "revocations": revocations, "checkpoint_interval_s": interval,
+        "checkpoint_s": checkpoint,
         "p_deadline": within["deadline"], "p_budget": within["budget"],
     }
     for name in quantiles:

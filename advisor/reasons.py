@@ -12,6 +12,8 @@ class Reason(str, Enum):
     PROVIDER_FILTER = "provider_filter"
     REGION_FILTER = "region_filter"
     GPU_FILTER = "gpu_filter"
+    MARKET_FILTER = "market_filter"
+    MAX_GPUS = "max_gpus"  # more GPUs in all than the user allows
     MEMORY = "memory"  # the workload does not fit the GPU's memory
     NO_THROUGHPUT = "no_throughput_prediction"
     NEVER_FINISHES = "never_finishes"  # revocations outpace progress

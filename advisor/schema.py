@@ -29,9 +29,11 @@ PLAN = _object({
     "time_p50_s": NUMBER, "time_p90_s": NUMBER, "cost_p50": NUMBER, "cost_p90": NUMBER,
     "time_at_confidence_s": NUMBER, "cost_at_confidence": NUMBER,
     "p_deadline": NULLABLE_NUMBER, "p_budget": NULLABLE_NUMBER,
+    "startup_s": NUMBER,
     "revocations_expected": NUMBER,
     "checkpoint_interval_s": NULLABLE_NUMBER,
     "provenance": {"enum": ["measured", "interpolated", "extrapolated"]},
+    "quota": {"type": ["string", "null"]},
 })
 
 CUT = _object({
@@ -45,6 +47,9 @@ EXPLAIN = _object({
         "nodes": {"type": "integer"}, "throughput": NUMBER, "speedup": NUMBER,
         "marginal_efficiency": NULLABLE_NUMBER, "worth_adding": {"type": "boolean"}})},
     "scaling_threshold": NUMBER,
+    "overheads": {"type": ["object", "null"],
+                  "required": ["startup_s", "vm_s", "first_step_s", "rejoin_s",
+                               "checkpoint_s", "revocation_wait_s"]},
     "revocation_risk": {"type": ["object", "null"],
                         "properties": {"market": {"enum": ["spot", "on-demand"]}},
                         "required": ["market", "revocations_expected"]},

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from advisor import physics
-from advisor.artifact import load_artifact
+from advisor.artifact import SCHEMA_VERSION, load_artifact
 from advisor.features import gpu_features, to_arrays
 from advisor.fitting import fit_checkpoint, fit_store
 from advisor.survival import fit_weibull
@@ -133,7 +133,7 @@ def test_fit_command_writes_an_artifact_and_fails_cleanly(tmp_path):
                          capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["throughput_configs"] == 60
-    assert load_artifact(tmp_path / "a.json").doc["schema_version"] == 1
+    assert load_artifact(tmp_path / "a.json").doc["schema_version"] == SCHEMA_VERSION
     missing = subprocess.run(cli + ["--store", str(tmp_path / "none.db")],
                              capture_output=True, text=True, check=False)
     assert missing.returncode == 2

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from advisor.artifact import SCHEMA_VERSION
 from advisor.cli import COMMAND_MODULES
 from advisor.cli.app import app
 
@@ -75,7 +76,7 @@ def test_json_schema():
     out = as_json("--model", "resnet18", "--deadline", "24h", "--top", "3")
     assert set(out) == {"pick", "plans", "workload", "constraints", "assumptions", "catalog",
                         "artifact"}
-    assert out["artifact"]["schema_version"] == 1
+    assert out["artifact"]["schema_version"] == SCHEMA_VERSION
     assert len(out["plans"]) == 3
     plan = out["pick"]
     for key in ("provider", "region", "instance_type", "gpu", "gpus_per_node", "nodes",

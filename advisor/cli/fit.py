@@ -43,7 +43,7 @@ def fit(
 
         advisor fit --store m.db --exclude-software pytorch-20.06
     """
-    from advisor.fitting import fit_store, write_artifact
+    from advisor.fitting import FitError, fit_store, write_artifact
 
     if not store.is_file():
         fail(f"no measurement store at {store}; make one with `profiler sweep` or "
@@ -54,7 +54,7 @@ def fit(
     try:
         doc, info = fit_store(store, include_published=include_published,
                               exclude_software=tuple(exclude_software))
-    except (StoreError, FeatureError) as exc:
+    except (StoreError, FeatureError, FitError) as exc:
         fail(str(exc))
     for reason, count in sorted(info["skipped"].items()):
         warn(f"skipped {count} trial(s): {reason}")

@@ -32,6 +32,7 @@ FLAGS = {"providers": "provider", "regions": "region", "gpus": "gpu",
 CUT_WORDS = {
     Reason.PROVIDER_FILTER: "provider filter", Reason.REGION_FILTER: "region filter",
     Reason.GPU_FILTER: "GPU filter", Reason.NO_THROUGHPUT: "no throughput prediction",
+    Reason.MARKET_FILTER: "market filter", Reason.MAX_GPUS: "more GPUs than --max-gpus",
     Reason.NEVER_FINISHES: "never finishes (revocations outpace progress)",
     Reason.MISSES_DEADLINE: "misses the deadline", Reason.OVER_BUDGET: "over budget",
 }
@@ -97,6 +98,9 @@ def recommend(
     gpu: list[str] | None = typer.Option(
         None, help="only these GPUs or families: T4, V100, A100-80GB, A100, ..."),
     max_nodes: int = typer.Option(8, help="largest cluster to consider, in nodes"),
+    market: str | None = typer.Option(None, help="only this market: on-demand | spot"),
+    max_gpus: int | None = typer.Option(
+        None, help="at most this many GPUs in all (what your quota allows)"),
     top: int = typer.Option(10, help="plans to show"),
     fmt: RecommendFormat = typer.Option(
         RecommendFormat.table, "--format",
@@ -148,7 +152,7 @@ def recommend(
                      epochs=epochs, samples=samples, steps=steps, batch_per_gpu=batch_per_gpu,
                      precision=precision, providers=provider or (), regions=region or (),
                      gpus=gpu or (), max_nodes=max_nodes, artifact=artifact, catalog=catalog,
-                     top=top)
+                     top=top, market=market, max_gpus=max_gpus)
     except AdvisorError as error:
         fail(flag_words(error), error.exit_code)
     for message in result.warnings:
@@ -253,8 +257,21 @@ def _table(rows, plans, work, as_of, format_duration) -> None:
             break
     console.print(table)
     console.print(f"* the pick; prices as of {as_of}", style="bold green")
+    _quota_footer(rows)
     if left_out:
         console.print(f"narrow console hides {left_out}; --format json has all", style="dim")
+
+
+def _quota_footer(plans: list[dict]) -> None:
+    """One line when shown plans exceed a fresh account's default quotas (advisor.quotas)."""
+    from rich.console import Console
+
+    over = [plan for plan in plans if plan.get("quota")]
+    if over:
+        Console().print(
+            f"quota: {len(over)} of these plans need more than a fresh account's default "
+            f"quota (the pick: {plans[0]['quota'] or 'none'}); request an increase first, "
+            "or restrict with --max-gpus", style="dim", highlight=False, markup=False)
 
 
 def cut_words(cut: dict) -> str:
@@ -283,11 +300,16 @@ def render(explained: dict) -> list[str]:
             lines.append(f"  {step['nodes']} node(s): {step['throughput']:,.1f} samples/s, "
                          f"speed-up {step['speedup']:.2f}x{mark}")
     risk = explained["revocation_risk"]
+    lines.extend(_overhead_lines(explained.get("overheads"), bool(risk) and
+                                 risk["market"] == "spot", format_duration))
     if risk and risk["market"] == "spot":
         life = risk["node_lifetime"]
+        mean = "unbounded" if life["mean_s"] is None else format_duration(life["mean_s"])
+        cap = "" if life.get("cap_s") is None else f", cut at {format_duration(life['cap_s'])}"
         lines.append(
-            f"Revocation risk: node life Weibull(shape {life['shape']:g}, mean "
-            f"{format_duration(life['mean_s'])}; {life['source']}), cluster MTBF "
+            f"Revocation risk: node life Weibull(shape {life['shape']:g}, mean {mean}{cap}; "
+            f"P(revoked within 1h) {life['p_revoked_1h']:.0%}, within 24h "
+            f"{life['p_revoked_24h']:.0%}; {life['source']}), cluster MTBF "
             f"{format_duration(risk['cluster_mtbf_s'])}, {risk['revocations_expected']:g} "
             "revocations expected, checkpoint every "
             f"{format_duration(risk['checkpoint_interval_s'])} (Young/Daly); time P50 "
@@ -299,3 +321,26 @@ def render(explained: dict) -> list[str]:
         lines.extend(f"  {cut['count']:>7,}  {cut_words(cut)}" for cut in explained["filtered"])
     return lines
 
+
+def _overhead_lines(overheads: dict | None, spot: bool, format_duration) -> list[str]:
+    """The pick's start-up and, on spot, what a revocation stalls, each part with its source."""
+    if not overheads:
+        return []
+
+    def seconds(value: float) -> str:  # minutes would round a 87 s boot to "1m"
+        return f"{value:.0f} s" if value < 600 else format_duration(value)
+
+    parts = [("VM start", "vm_s"), ("image, install, first step", "first_step_s")]
+    head = f"Overheads: start-up {seconds(overheads['startup_s'])}"
+    if spot:
+        parts.append(("rejoin after a revocation", "rejoin_s"))
+        head += (f"; a revocation stalls the job {seconds(overheads['revocation_wait_s'])} "
+                 f"({overheads['revocation_wait']})")
+    save = overheads["checkpoint_s"]
+    return [
+        head + ":",
+        *(f"  {label} {seconds(overheads[key]['seconds'])}: {overheads[key]['source']}"
+          for label, key in parts),
+        *([f"  one checkpoint {seconds(save['seconds'])}: {save['source']}"]
+          if save["seconds"] is not None else []),
+    ]
