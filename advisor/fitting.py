@@ -76,7 +76,7 @@ def throughput_data(store, include_published: bool = True, exclude_software=()):
     trials = [t for t, drop in zip(trials, superseded) if not drop]
     features, kept, skipped = trial_features(trials, model_features(store.rows("models")))
     if any(superseded):
-        skipped[f"software matches --exclude-software {' '.join(exclude_software)}"] = \
+        skipped[f"software matches exclude_software {' '.join(exclude_software)}"] = \
             sum(superseded)
     if not kept:
         return features, np.array([]), {}, skipped

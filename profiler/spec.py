@@ -21,14 +21,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cloud.registry import PROVIDERS
+from gpuadvisor.errors import GpuAdvisorError
 from gpuadvisor.vocab import check_precision
 
 SINK_SCHEMES = ("file://", "gs://", "s3://")
 LOCAL_INSTANCE_TYPE = "local-cpu"
 
 
-class SpecError(ValueError):
+class SpecError(GpuAdvisorError, ValueError):
     """A spec that cannot be used; one line per problem, each naming the field and the fix."""
+
+    exit_code = 2
 
 
 class _Strict(BaseModel):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gpuadvisor.cli.output import Format, emit, emit_json, fail
+from gpuadvisor.cli.output import Format, emit, emit_json, fail, fail_with
 from gpuadvisor.cli.settings import envvar
 from profiler.cli.app import app
 
@@ -86,7 +86,7 @@ def _run(spec, store, provider, results_url: str) -> None:
             fail("interrupted: every node was terminated; finished trials are in the store, "
                  "re-run the same command to resume", code=130)
         except BudgetExceeded as exc:
-            fail(str(exc), code=3)
+            fail_with(exc)
     typer.echo(f"{len(outcome.finished)} finished, {len(outcome.failed)} failed, "
                f"{len(outcome.skipped)} skipped; stored in {store.path}")
     if outcome.failed:
