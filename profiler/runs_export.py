@@ -19,7 +19,7 @@ def open_existing(path: Path) -> Store:
     """Open a store for reading; never creates one where there was none."""
     if not Path(path).is_file():
         raise StoreError(f"no measurement store at {path}; give the store a sweep wrote "
-                         "(profiler sweep SPEC --store runs.db)")
+                         "(`profiler sweep SPEC --store runs.db`)")
     return Store(path)
 
 
