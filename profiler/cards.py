@@ -14,6 +14,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from datetime import date
 
+from gpuadvisor.errors import GpuAdvisorError
 from profiler import zoo
 
 SOURCE = ("scripts/build_cards.py: meta device, FlopCounterMode with grouped-conv backward "
@@ -113,11 +114,24 @@ def measure(name: str, image_size: int | None = None, seq_len: int | None = None
     }
 
 
+class CardError(GpuAdvisorError, ValueError):
+    """A card that cannot be computed as asked; the message names the parameter to change."""
+
+    exit_code = 2
+
+
 def compute_card(name: str, image_size: int | None = None, seq_len: int | None = None) -> dict:
-    """The full card of a zoo model: default workload plus measured figures."""
+    """The full card of a zoo model: default workload plus measured figures. `image_size`
+    applies to image models only, `seq_len` to text models only (CardError otherwise)."""
+    entry = zoo.resolve(name)
+    if image_size and entry.task != "image":
+        raise CardError(f"{entry.name} is a text model: use seq_len, not image_size",
+                        "seq_len", "image_size")
+    if seq_len and entry.task != "text":
+        raise CardError(f"{entry.name} is an image model: use image_size, not seq_len",
+                        "image_size", "seq_len")
     import torch
 
-    entry = zoo.resolve(name)
     image_size = image_size or entry.image_size
     seq_len = seq_len or entry.seq_len
     workload = {"model": entry.name, "family": entry.family, "task": entry.task,

@@ -282,3 +282,11 @@ def test_every_library_error_derives_from_the_neutral_base():
         assert issubclass(error, GpuAdvisorError)
     assert GpuAdvisorError("x", "max_cost").parameter == "max_cost"
     assert GpuAdvisorError("x").parameter is None
+
+
+def test_a_card_size_the_model_does_not_take_names_the_parameter():
+    from profiler.cards import CardError, compute_card
+
+    with pytest.raises(CardError, match="gpt2 is a text model: use seq_len") as raised:
+        compute_card("gpt2", image_size=64)
+    assert raised.value.parameters == ("seq_len", "image_size")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from gpuadvisor.cli.output import Format, emit, emit_json, emit_table, fail
+from gpuadvisor.cli.output import Format, emit, emit_json, emit_table, fail, fail_with
 from profiler.cli.app import app
 
 LIST_COLUMNS = ["model", "task", "dataset", "samples_per_epoch", "epochs", "input",
@@ -58,10 +58,6 @@ def card(
         entry = zoo.resolve(model)
     except zoo.UnknownModelError as exc:
         fail(str(exc))
-    if image_size and entry.task != "image":
-        fail(f"{entry.name} is a text model: use --seq-len, not --image-size")
-    if seq_len and entry.task != "text":
-        fail(f"{entry.name} is an image model: use --image-size, not --seq-len")
     computed = _compute([entry.name], image_size, seq_len)[0]
     if fmt is Format.table:
         rows = [{"field": k, "value": _readable(k, v)} for k, v in computed.items()]
@@ -77,6 +73,8 @@ def card(
 def _compute(names: list[str], image_size=None, seq_len=None) -> list[dict]:
     from rich.progress import Progress
 
+    from gpuadvisor.errors import GpuAdvisorError
+
     try:
         from profiler.cards import compute_card
 
@@ -90,6 +88,8 @@ def _compute(names: list[str], image_size=None, seq_len=None) -> list[dict]:
             return out
     except ImportError as exc:
         fail(str(exc), 1)
+    except GpuAdvisorError as exc:  # a size the model does not take (profiler.cards.CardError)
+        fail_with(exc)
 
 
 def _stderr():
