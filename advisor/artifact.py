@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from advisor import physics
+from advisor.errors import AdvisorError
 from gpuadvisor import data
 from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 
@@ -29,7 +30,7 @@ TARGETS = ("throughput", "startup_s", "checkpoint_s", "recovery_s")
 PROVENANCE = ("measured", "interpolated", "extrapolated")  # from best to worst evidence
 
 
-class ArtifactError(Exception):
+class ArtifactError(AdvisorError):
     """An artifact that cannot be read or used; the message names the fix."""
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from advisor import physics
 from advisor.artifact import SCHEMA_VERSION, Artifact, config_keys
+from advisor.errors import AdvisorError
 from advisor.features import model_features, take, trial_features
 from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 
@@ -53,7 +54,7 @@ CHECKPOINT_PRIOR = {"local": (0.05, 1 / 1e9), "bucket": (1.0, 1 / 100e6)}  # (fi
 BYTES_PER_PARAM_PRIOR = 12.0  # fp32 weights plus two Adam moments
 
 
-class FitError(ValueError):
+class FitError(AdvisorError, ValueError):
     """Data that cannot be fitted; the message names the fix."""
 
 

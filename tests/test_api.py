@@ -275,10 +275,19 @@ def test_no_library_module_words_an_error_with_a_flag():
 
 
 def test_every_library_error_derives_from_the_neutral_base():
+    from advisor.artifact import ArtifactError
+    from advisor.features import FeatureError
+    from advisor.fitting import FitError
+    from advisor.importers import ImportDataError
+    from cloud.catalog import CatalogError
     from cloud.provider import ProviderError
-    from profiler.orchestrator import BudgetExceeded
+    from gpuadvisor.records import RecordError
+    from gpuadvisor.vocab import VocabError
+    from profiler.zoo import UnknownModelError
 
-    for error in (AdvisorError, SpecError, StoreError, ProviderError, BudgetExceeded):
+    for error in (AdvisorError, SpecError, StoreError, ProviderError, BudgetExceeded,
+                  ArtifactError, FeatureError, FitError, ImportDataError, CatalogError,
+                  RecordError, VocabError, UnknownModelError):
         assert issubclass(error, GpuAdvisorError)
     assert GpuAdvisorError("x", "max_cost").parameter == "max_cost"
     assert GpuAdvisorError("x").parameter is None
