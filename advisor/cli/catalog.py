@@ -11,7 +11,15 @@ from typing import Optional
 import typer
 
 from advisor.cli.app import app
-from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail, warn
+from gpuadvisor.cli.output import (
+    FORMAT_OPTION_HELP,
+    Format,
+    emit,
+    emit_json,
+    fail,
+    fail_with,
+    warn,
+)
 from gpuadvisor.cli.settings import envvar
 from gpuadvisor.vocab import market
 
@@ -102,7 +110,7 @@ def show(
     try:
         catalog = catalog.filter(provider=provider, region=region, gpu=gpu, spot=spot)
     except CatalogError as error:
-        fail(str(error))
+        fail_with(error, code=2)
     rows = []
     for offering in catalog.offerings:
         row = offering.to_row()
@@ -164,7 +172,7 @@ def refresh(
             with _reading():
                 result = refresh_catalog(provider, output_dir, region, endpoint)
         except ProviderError as error:
-            fail(str(error), 1)
+            fail_with(error, code=1)
     written = [f"{result.catalog} ({len(result.offerings)} offerings)"]
     if result.markets_file:
         written.append(f"{result.markets_file} ({len(result.markets)} {provider} markets)")
@@ -200,7 +208,7 @@ def import_skypilot(
     try:
         result = import_catalog(directory, output_dir or data.user_dir())
     except SkypilotError as error:
-        fail(str(error), 1)
+        fail_with(error, code=1)
     except OSError as error:
         fail(f"cannot read {error.filename}: {error.strerror}; check the path", 1)
     if result.rejected:

@@ -163,7 +163,7 @@ def _model_names() -> list[str]:
     try:
         return list(model_cards())
     except AdvisorError as error:
-        fail(str(error), error.exit_code)
+        fail_with(error)
 
 
 def _report(result, fmt: RecommendFormat, explain: bool) -> None:

@@ -32,10 +32,12 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(report_error(message, code))
 
 
-def fail_with(error: Exception, flags: Mapping[str, str] | None = None) -> NoReturn:
+def fail_with(error: Exception, flags: Mapping[str, str] | None = None,
+              code: int | None = None) -> NoReturn:
     """Fail with a library error (gpuadvisor.errors.GpuAdvisorError): its parameters worded as
-    this command's flags, its lines joined into one, its exit status."""
-    fail(flag_words(error, flags).replace("\n", "; "), getattr(error, "exit_code", 2))
+    this command's flags, its lines joined into one, its exit status (or `code`)."""
+    fail(flag_words(error, flags).replace("\n", "; "),
+         code if code is not None else getattr(error, "exit_code", 2))
 
 
 def flag_words(error: Exception | str, flags: Mapping[str, str] | None = None,
