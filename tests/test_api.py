@@ -45,6 +45,19 @@ def test_import_advisor_stays_light_and_recommend_is_lazy():
     assert out.strip() == "advisor.api"
 
 
+@pytest.mark.parametrize("package, names, module", [
+    ("advisor", "fit, evaluate", "advisor.modelling"),
+    ("profiler", "sweep, dry_run", "profiler.api"),
+])
+def test_the_other_apis_are_lazy_too(package, names, module):
+    first = names.split(",")[0]
+    code = (f"import sys, {package}; assert {module!r} not in sys.modules; "
+            f"from {package} import {names}; print({first}.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == module
+
+
 def test_recommend_returns_plans_best_first_and_the_cli_prints_its_dict():
     result = advisor.recommend("resnet18", deadline="24h", top=5)
     assert isinstance(result, Recommendation)
