@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from advisor import physics
+from advisor.errors import AdvisorError
 from gpuadvisor import data
 from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 
@@ -30,7 +31,7 @@ PROVENANCE = ("measured", "interpolated", "extrapolated")  # from best to worst 
 PREEMPTIBLE_CAP_S = 24 * 3600.0  # GCP stops a legacy preemptible VM after 24 h
 
 
-class ArtifactError(Exception):
+class ArtifactError(AdvisorError):
     """An artifact that cannot be read or used; the message names the fix."""
 
 

@@ -4,17 +4,13 @@ it. The CLIs word the parameters as their flags."""
 
 from __future__ import annotations
 
+from gpuadvisor.errors import GpuAdvisorError
 
-class AdvisorError(Exception):
+
+class AdvisorError(GpuAdvisorError):
     """Input the advisor cannot use; the message names the problem and the fix."""
 
     exit_code = 2  # bad input
-
-    def __init__(self, message: str, *parameters: str, exit_code: int | None = None):
-        super().__init__(message)
-        self.parameters = parameters
-        if exit_code is not None:
-            self.exit_code = exit_code
 
 
 class ParameterError(AdvisorError, ValueError):

@@ -49,7 +49,7 @@ def folds(features: dict, split: str, max_train_workers: int | None = None):
         if not train.any() or not test.any():
             raise EvaluateError(f"no clusters on both sides of {max_train_workers} workers "
                                 f"(sizes seen: {sizes.astype(int).tolist()}); set "
-                                "--max-train-workers between them")
+                                "max_train_workers between them")
         for size in np.unique(workers[test]):
             yield f"{int(size)} workers", np.flatnonzero(train), \
                 np.flatnonzero(workers == size)

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from advisor.errors import AdvisorError
+
 STRING_KEYS = ("model", "gpu", "sync", "precision", "provider")
 NUMBER_KEYS = ("params", "flops_per_sample", "gradient_bytes", "activation_bytes",
                "gpu_fp32_tflops", "gpu_tensor_tflops", "gpu_mem_bw_gbps", "gpu_memory_gb",
@@ -39,7 +41,7 @@ CARD_KEY = "card"
 DEFAULT_NETWORK_GBPS = {"gcp": 16.0, "aws": 25.0, "local": 40.0}
 
 
-class FeatureError(ValueError):
+class FeatureError(AdvisorError, ValueError):
     """A configuration whose features cannot be built; the message names the fix."""
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from advisor import physics
 from advisor.artifact import SCHEMA_VERSION, Artifact, config_keys
+from advisor.errors import AdvisorError
 from advisor.features import model_features, take, trial_features
 from gpuadvisor import data
 from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
@@ -48,7 +49,7 @@ CHECKPOINT_PRIOR = {"local": (0.05, 1 / 1e9), "bucket": (1.0, 1 / 100e6)}  # (fi
 BYTES_PER_PARAM_PRIOR = 12.0  # fp32 weights plus two Adam moments
 
 
-class FitError(ValueError):
+class FitError(AdvisorError, ValueError):
     """Data that cannot be fitted; the message names the fix."""
 
 
@@ -71,7 +72,7 @@ def throughput_data(store, include_published: bool = True, exclude_software=()):
     trials = [t for t, drop in zip(trials, superseded) if not drop]
     features, kept, skipped = trial_features(trials, model_features(store.rows("models")))
     if any(superseded):
-        skipped[f"software matches --exclude-software {' '.join(exclude_software)}"] = \
+        skipped[f"software matches exclude_software {' '.join(exclude_software)}"] = \
             sum(superseded)
     if not kept:
         return features, np.array([]), {}, skipped

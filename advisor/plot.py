@@ -24,7 +24,7 @@ def plot_frontier(plans: Plans, path: Path, title: str) -> None:
     try:
         import matplotlib
     except ImportError:
-        raise RuntimeError("--plot needs matplotlib: pip install 'gpu-advisor[plot]'") from None
+        raise RuntimeError("plotting needs matplotlib: pip install 'gpu-advisor[plot]'") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

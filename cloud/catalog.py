@@ -22,6 +22,7 @@ from functools import cache
 from pathlib import Path
 
 from gpuadvisor import data
+from gpuadvisor.errors import GpuAdvisorError
 from gpuadvisor.gpus import gpu_matches
 
 SPOT_MARKETS = "spot_markets.csv"
@@ -45,7 +46,7 @@ SPOT_COLUMNS = (
 PRICE_TOLERANCE = 0.002  # USD: components are rounded to 4 decimals, the total too
 
 
-class CatalogError(ValueError):
+class CatalogError(GpuAdvisorError, ValueError):
     """A catalog file or query that cannot be used; the message says what to fix."""
 
 

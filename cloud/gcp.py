@@ -172,7 +172,8 @@ class GcpProvider(Provider):
             self._instances, self._operations, default_project = gcp.compute_clients()
             self.project = self.project or default_project
         if not self.project:
-            raise ProviderError("no GCP project; pass --project or set GOOGLE_CLOUD_PROJECT")
+            raise ProviderError("no GCP project; set GOOGLE_CLOUD_PROJECT or run "
+                                "`gcloud config set project ID`")
         return self._instances, self._operations
 
     # -- requests -------------------------------------------------------------------------

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
 
+from gpuadvisor.errors import GpuAdvisorError
+
 # Label keys; GCP allows lowercase letters, digits, '-' and '_' in keys and values.
 SWEEP_LABEL = "gpuadvisor-sweep"
 TRIAL_LABEL = "gpuadvisor-trial"
@@ -37,8 +39,10 @@ def cluster_name(sweep: str, trial: str) -> str:
     return label_value(f"{sweep}-{trial}")
 
 
-class ProviderError(Exception):
+class ProviderError(GpuAdvisorError):
     """A provider call that failed for a reason the user can act on; the message says how."""
+
+    exit_code = 2
 
 
 class CapacityError(ProviderError):

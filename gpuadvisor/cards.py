@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuadvisor import data
+from gpuadvisor.errors import GpuAdvisorError
 
 FILE = "model_cards.csv"
 
@@ -38,8 +39,11 @@ REQUIRED = ["model", "task", "batch_per_gpu", "params", "gradient_bytes", "flops
 SIZE_SEPARATOR = "@"
 
 
-class CardError(ValueError):
-    """A card that cannot be used; the one-line message names the problem and the fix."""
+class CardError(GpuAdvisorError, ValueError):
+    """A card that cannot be used or computed as asked; the one-line message names the
+    problem and the fix (and the parameters at fault, where it is about some)."""
+
+    exit_code = 2
 
 
 def card_name(model: str, size: int | None = None) -> str:

@@ -35,6 +35,8 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from gpuadvisor.errors import GpuAdvisorError
+
 # type -> {field: meaning}. The fields every record of that type carries.
 RECORD_TYPES: dict[str, dict[str, str]] = {
     "agent_start": {  # its "t" is when the agent process started
@@ -118,7 +120,7 @@ RECORD_TYPES: dict[str, dict[str, str]] = {
 }
 
 
-class RecordError(ValueError):
+class RecordError(GpuAdvisorError, ValueError):
     """A record line that is not a valid record; the message names the line and the problem."""
 
 

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from gpuadvisor.errors import GpuAdvisorError
 from gpuadvisor.migrations import MIGRATIONS
 
 # Column name -> SQL type, per table. The order is the order of export.
@@ -163,8 +164,10 @@ JSON_COLUMNS = {"software", "extra"}
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-class StoreError(Exception):
+class StoreError(GpuAdvisorError):
     """A store that cannot be opened or written; the message names the fix."""
+
+    exit_code = 2
 
 
 def now_iso() -> str:
@@ -187,7 +190,7 @@ class Store:
             self._migrate()
         except sqlite3.DatabaseError as exc:
             raise StoreError(
-                f"{self.path} is not a measurement store ({exc}); give another --store path"
+                f"{self.path} is not a measurement store ({exc}); give another store file"
             ) from None
 
     def __enter__(self) -> Store:

@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
+from gpuadvisor.errors import GpuAdvisorError
+
 PRECISIONS = ("fp32", "tf32", "amp", "bf16")
 Precision = Literal["fp32", "tf32", "amp", "bf16"]
 PRECISION_MEANING = {
@@ -41,7 +43,7 @@ THROUGHPUT_CI_LEVEL = 0.95  # the store's throughput_lo/hi: this confidence inte
 PREDICTION_INTERVAL_LEVEL = 0.9  # a prediction's [lo, hi]: this calibrated prediction interval
 
 
-class VocabError(ValueError):
+class VocabError(GpuAdvisorError, ValueError):
     """A value outside the vocabulary; the message lists what is accepted."""
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from datetime import date
 
-from gpuadvisor.cards import card_name
+from gpuadvisor.cards import CardError, card_name
 from profiler import zoo
 
 METHOD = ("meta device, FlopCounterMode with grouped-conv backward corrected, "
@@ -135,8 +135,17 @@ def versions() -> dict:
 def compute_card(name: str, image_size: int | None = None, seq_len: int | None = None,
                  batch_per_gpu: int | None = None) -> dict:
     """The full card of a zoo model: default workload plus measured figures. At an input
-    size other than the model's default the card is named `name@size` (bert_large@384)."""
+    size other than the model's default the card is named `name@size` (bert_large@384).
+    `image_size` applies to image models only, `seq_len` to text models only (CardError
+    otherwise)."""
     entry = zoo.resolve(name)
+    if image_size and entry.task != "image":
+        raise CardError(f"{entry.name} is a text model: use seq_len, not image_size",
+                        "seq_len", "image_size")
+    if seq_len and entry.task != "text":
+        raise CardError(f"{entry.name} is an image model: use image_size, not seq_len",
+                        "image_size", "seq_len")
+
     image_size = image_size or entry.image_size
     seq_len = seq_len or entry.seq_len
     size = image_size if entry.task == "image" else seq_len

@@ -24,6 +24,7 @@ from cloud.provider import (
     ProviderError,
     ProviderEvent,
 )
+from gpuadvisor.errors import GpuAdvisorError
 from gpuadvisor.store import Store, now_iso
 from profiler import ingest
 from profiler.progress import SweepDisplay, trial_phase
@@ -40,8 +41,10 @@ PLANNED_STARTUP_S = 120.0  # start-up assumed per trial when estimating the cost
 REVOCATION_SLACK_S = 3.0
 
 
-class BudgetExceeded(Exception):
-    """The next trial would take the estimated spend past --max-cost."""
+class BudgetExceeded(GpuAdvisorError):
+    """The next trial would take the estimated spend past max_cost."""
+
+    exit_code = 3
 
 
 @dataclass
@@ -164,8 +167,8 @@ def run_sweep(spec: SweepSpec, store: Store, provider: Provider, results: str, *
             if max_cost is not None and outcome.spent_usd + cost > max_cost:
                 raise BudgetExceeded(
                     f"trial {number}/{len(trials)} would take the estimated spend to "
-                    f"${outcome.spent_usd + cost:.2f}, past --max-cost ${max_cost:.2f}; "
-                    f"raise --max-cost or trim the spec (finished trials are kept)")
+                    f"${outcome.spent_usd + cost:.2f}, past max_cost ${max_cost:.2f}; "
+                    f"raise max_cost or trim the spec (finished trials are kept)", "max_cost")
             display.trial(number, len(trials), _label(trial))
             started = time.time()
             row = TrialRun(spec, trial, provider, results, display).run(store)

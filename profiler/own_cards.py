@@ -47,15 +47,15 @@ def config_card(path: Path, name: str | None, work: Workload) -> dict:
         size = work.image_size or getattr(config, "image_size", None)
         if not size:
             raise CardError(f"{path} is an image model that sets no image_size: give "
-                            "--image-size, the pixels a side")
+                            "image_size, the pixels a side", "image_size")
         if hasattr(config, "image_size"):
             config.image_size = size
         shape = (1, getattr(config, "num_channels", 3), size, size)
     else:
         size = work.seq_len
         if not size:
-            raise CardError(f"{path} is a text model: give --seq-len, the tokens a training "
-                            "sequence holds")
+            raise CardError(f"{path} is a text model: give seq_len, the tokens a training "
+                            "sequence holds", "seq_len")
     with torch.device("meta"):
         model = getattr(transformers, AUTO_CLASSES[head]).from_config(config)
     if head == "causal":  # a class name such as GPT2LMHeadModel does not tell transformers
@@ -75,15 +75,16 @@ def config_card(path: Path, name: str | None, work: Workload) -> dict:
 
 def callable_card(spec: str, input_spec: str | None, name: str | None, work: Workload) -> dict:
     """The card of the module `spec` ("pkg.module:build") returns, fed `input_spec`'s example
-    input (called with the batch size, 1) or, without one, a batch of images at --image-size
-    or of token ids at --seq-len."""
+    input (called with the batch size, 1) or, without one, a batch of images at image_size
+    or of token ids at seq_len."""
     import torch
 
-    build = _load(spec, "--callable")
-    example = _load(input_spec, "--input") if input_spec else None
+    build = _load(spec, "callable_spec")
+    example = _load(input_spec, "input_spec") if input_spec else None
     if not (example or work.image_size or work.seq_len):
-        raise CardError(f"say what {spec} takes: --input pkg.module:example, or --image-size "
-                        "(images) or --seq-len (token ids)")
+        raise CardError(f"say what {spec} takes: input_spec pkg.module:example, or "
+                        "image_size (images) or seq_len (token ids)", "input_spec",
+                        "image_size", "seq_len")
     task = "image" if work.image_size else "text"
     with torch.device("meta"):
         model = _call(build, spec)
@@ -115,9 +116,11 @@ def _card(name: str, family: str, task: str, size: int | None, work: Workload,
 
 def _check_size(work: Workload, task: str, what: str) -> None:
     if work.image_size and task != "image":
-        raise CardError(f"{what} is a text model: use --seq-len, not --image-size")
+        raise CardError(f"{what} is a text model: use seq_len, not image_size", "seq_len",
+                        "image_size")
     if work.seq_len and task != "text":
-        raise CardError(f"{what} is an image model: use --image-size, not --seq-len")
+        raise CardError(f"{what} is an image model: use image_size, not seq_len", "image_size",
+                        "seq_len")
 
 
 def _transformers():
@@ -148,7 +151,7 @@ def _config(path: Path, transformers):
     except KeyError:
         raise CardError(f"{path}: unknown architecture model_type {raw['model_type']!r} "
                         f"(transformers {transformers.__version__} does not know it); "
-                        "upgrade transformers or use --callable") from None
+                        "upgrade transformers or use callable_spec", "callable_spec") from None
     except (TypeError, ValueError) as exc:
         raise CardError(f"{path}: bad config ({_first_line(exc)})") from None
     heads = [head for arch in raw.get("architectures") or [] for suffix, head in HEADS.items()
@@ -157,21 +160,22 @@ def _config(path: Path, transformers):
         if type(config) in getattr(transformers, AUTO_CLASSES[head])._model_mapping:
             return config, head
     raise CardError(f"{path}: {raw['model_type']} has no causal-LM, masked-LM or image-"
-                    "classification head in transformers; use --callable")
+                    "classification head in transformers; use callable_spec", "callable_spec")
 
 
-def _load(spec: str, flag: str):
+def _load(spec: str, parameter: str):
     module_name, _, attribute = spec.partition(":")
     if not (module_name and attribute):
-        raise CardError(f"{flag} {spec!r}: give it as pkg.module:function")
+        raise CardError(f"{parameter} {spec!r}: give it as pkg.module:function", parameter)
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # the user's module: any error it raises is theirs to fix
-        raise CardError(f"{flag} {spec}: cannot import {module_name} "
-                        f"({type(exc).__name__}: {_first_line(exc)})") from None
+        raise CardError(f"{parameter} {spec}: cannot import {module_name} "
+                        f"({type(exc).__name__}: {_first_line(exc)})", parameter) from None
     found = getattr(module, attribute, None)
     if not callable(found):
-        raise CardError(f"{flag} {spec}: {module_name} has no function {attribute}")
+        raise CardError(f"{parameter} {spec}: {module_name} has no function {attribute}",
+                        parameter)
     return found
 
 

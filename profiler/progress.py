@@ -87,3 +87,22 @@ class SweepDisplay:
     def done(self, line: str) -> None:
         self._progress.advance(self._task)
         self._progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+class QuietDisplay:
+    """SweepDisplay's interface for scripts: prints nothing, logs each finished trial."""
+
+    def __enter__(self) -> QuietDisplay:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def trial(self, index: int, total: int, label: str) -> None:
+        log.info("trial %d/%d %s: launching", index, total, label)
+
+    def phase(self, phase: str, samples_per_s: float | None = None) -> None:
+        pass
+
+    def done(self, line: str) -> None:
+        log.info("%s", line)

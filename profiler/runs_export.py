@@ -18,8 +18,8 @@ FLAT_COLUMNS = ["id", *TRIAL_COLUMNS, "revocation_count"]
 def open_existing(path: Path) -> Store:
     """Open a store for reading; never creates one where there was none."""
     if not Path(path).is_file():
-        raise StoreError(f"no measurement store at {path}; give the --store a sweep wrote "
-                         "(profiler sweep SPEC --store runs.db)")
+        raise StoreError(f"no measurement store at {path}; give the store a sweep wrote "
+                         "(`profiler sweep SPEC --store runs.db`)")
     return Store(path)
 
 

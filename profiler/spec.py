@@ -21,14 +21,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cloud.registry import PROVIDERS
+from gpuadvisor.errors import GpuAdvisorError
 from gpuadvisor.vocab import check_precision
 
 SINK_SCHEMES = ("file://", "gs://", "s3://")
 LOCAL_INSTANCE_TYPE = "local-cpu"
 
 
-class SpecError(ValueError):
+class SpecError(GpuAdvisorError, ValueError):
     """A spec that cannot be used; one line per problem, each naming the field and the fix."""
+
+    exit_code = 2
 
 
 class _Strict(BaseModel):
@@ -248,21 +251,29 @@ def spec_schema() -> dict[str, Any]:
 
 def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> SweepSpec:
     """Read and validate a spec file; `overrides` (from flags) replace its keys."""
-    import yaml
-
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        text = path.read_text()
     except FileNotFoundError:
         raise SpecError(f"{path}: no such spec file; see specs/smoke.yaml for an example") from None
+    return spec_from_yaml(text, str(path), overrides)
+
+
+def spec_from_yaml(text: str, source: str = "spec",
+                   overrides: dict[str, Any] | None = None) -> SweepSpec:
+    """Validate a spec given as YAML text; `overrides` replace its keys."""
+    import yaml
+
+    try:
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
-        raise SpecError(f"{path} is not valid YAML{where}; fix the syntax") from None
+        raise SpecError(f"{source} is not valid YAML{where}; fix the syntax") from None
     if not isinstance(raw, dict):
-        raise SpecError(f"{path}: a spec is a YAML mapping (name: ..., models: [...], ...)")
+        raise SpecError(f"{source}: a spec is a YAML mapping (name: ..., models: [...], ...)")
     raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return parse_spec(raw, source=str(path))
+    return parse_spec(raw, source=source)
 
 
 def parse_spec(raw: dict[str, Any], source: str = "spec") -> SweepSpec:

@@ -489,7 +489,7 @@ def read_config(model: type[BaseModel], path: str, what: str) -> BaseModel:
     try:
         return model.model_validate(json.loads(Path(path).read_text()))
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such {what} config; pass --config PATH") from None
+        raise ConfigError(f"{path}: no such {what} config; give the path of one") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
     except ValidationError as exc:

@@ -12,6 +12,8 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
+from gpuadvisor.errors import GpuAdvisorError
+
 IMAGENET_TRAIN = 1_281_167  # ILSVRC-2012 training images
 # BERT: 1M steps x 256 sequences = 40 passes over Wikipedia + BookCorpus (Devlin et al. 2019).
 BERT_SAMPLES_PER_EPOCH = 256 * 1_000_000 // 40
@@ -24,7 +26,7 @@ MLM_PROBABILITY = 0.15  # share of tokens BERT predicts
 NUM_CLASSES = 1000
 
 
-class UnknownModelError(KeyError):
+class UnknownModelError(GpuAdvisorError, KeyError):
     """A model name not in the zoo; the message lists the closest names."""
 
     def __str__(self) -> str:

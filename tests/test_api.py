@@ -1,19 +1,39 @@
-"""The Python API under `advisor recommend`: what it returns, that the CLI prints exactly
-its data, and that its errors name its parameters (the CLI words them as flags)."""
+"""The Python APIs (advisor.recommend, advisor.fit, advisor.evaluate, profiler.sweep,
+profiler.dry_run): what they return, that the CLIs print exactly their data, and that their
+errors name their parameters (the CLIs word them as flags)."""
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
+from test_fit import synthetic_store
 from test_recommend_cli import as_json, recommend
+from test_sweep import GCP_SPEC, TINY
+from typer.testing import CliRunner
 
 import advisor
+import profiler
 from advisor.api import Recommendation
-from advisor.errors import NoPlanError, ParameterError
+from advisor.artifact import load_artifact
+from advisor.cli.app import app
+from advisor.errors import AdvisorError, NoPlanError, ParameterError
+from advisor.modelling import Evaluation, FitResult
+from gpuadvisor.errors import GpuAdvisorError
+from gpuadvisor.store import Store, StoreError
+from profiler.api import DryRun, SweepResult
+from profiler.cli import sweep as _registers_sweep  # noqa: F401
+from profiler.cli.app import app as profiler_app
+from profiler.orchestrator import BudgetExceeded
+from profiler.spec import SpecError
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_import_advisor_stays_light_and_recommend_is_lazy():
@@ -23,6 +43,19 @@ def test_import_advisor_stays_light_and_recommend_is_lazy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "advisor.api"
+
+
+@pytest.mark.parametrize("package, names, module", [
+    ("advisor", "fit, evaluate", "advisor.modelling"),
+    ("profiler", "sweep, dry_run", "profiler.api"),
+])
+def test_the_other_apis_are_lazy_too(package, names, module):
+    first = names.split(",")[0]
+    code = (f"import sys, {package}; assert {module!r} not in sys.modules; "
+            f"from {package} import {names}; print({first}.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == module
 
 
 def test_recommend_returns_plans_best_first_and_the_cli_prints_its_dict():
@@ -93,3 +126,189 @@ def test_skypilot_fragment_is_a_task_with_skypilots_names():
     a100 = advisor.recommend("resnet50", deadline="24h", gpus="A100-40GB,H100-80GB")
     name = a100.to_skypilot()["resources"]["accelerators"].split(":")[0]
     assert name in ("A100", "H100")  # SkyPilot's names of the 40 GB A100 and the H100
+
+
+# -- advisor.fit and advisor.evaluate -------------------------------------------------------
+
+def advisor_cli(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_fit_returns_the_artifact_and_the_cli_prints_its_dict(tmp_path):
+    synthetic_store(tmp_path / "m.db", gpus=("T4", "V100"))
+    result = advisor.fit(tmp_path / "m.db", output=tmp_path / "a.json")
+    assert isinstance(result, FitResult) and result.path == tmp_path / "a.json"
+    assert result.training_data["throughput_configs"] == 120 and result.skipped == {}
+    assert load_artifact(tmp_path / "a.json").doc == result.artifact
+    cli = advisor_cli("fit", "--store", str(tmp_path / "m.db"), "--output",
+                      str(tmp_path / "b.json"), "--format", "json")
+    assert cli.exit_code == 0, cli.output
+    expected = json.loads(json.dumps(result.to_dict()))
+    assert json.loads(cli.stdout) == {**expected, "artifact": str(tmp_path / "b.json")}
+    unwritten = advisor.fit(tmp_path / "m.db", exclude_software="no-such-release")
+    assert unwritten.path is None and unwritten.to_dict()["artifact"] is None
+    assert unwritten.coefficients == result.coefficients
+
+
+def test_evaluate_returns_an_evaluation_and_the_cli_prints_its_dict(tmp_path):
+    synthetic_store(tmp_path / "m.db", gpus=("T4", "V100"))
+    result = advisor.evaluate(tmp_path / "m.db", split="gpu")
+    assert isinstance(result, Evaluation)
+    assert (result.split, result.n, len(result.groups)) == ("gpu", 120, 2)
+    assert result.mape < 5 < result.baseline_loglinear_mape
+    assert Evaluation.from_dict(json.loads(json.dumps(result.to_dict()))) == result
+    cli = advisor_cli("evaluate", "--store", str(tmp_path / "m.db"), "--split", "gpu",
+                      "--format", "json")
+    assert cli.exit_code == 0, cli.output
+    assert json.loads(cli.stdout) == json.loads(json.dumps(result.to_dict()))
+
+
+@pytest.mark.parametrize("kwargs, parameters, message, flag_message", [
+    ({"split": "zone"}, ("split",), "unknown split 'zone'", "unknown --split 'zone'"),
+    ({"target": "joules"}, ("target",), "unknown target 'joules'", "unknown --target 'joules'"),
+    ({"split": "nodes", "max_train_workers": 16}, ("max_train_workers",),
+     "no clusters on both sides of 16 workers", "set --max-train-workers between them"),
+])
+def test_evaluate_errors_name_the_parameter_and_the_cli_its_flag(tmp_path, kwargs, parameters,
+                                                                  message, flag_message):
+    synthetic_store(tmp_path / "m.db", gpus=("T4",))
+    with pytest.raises(ParameterError, match=message) as raised:
+        advisor.evaluate(tmp_path / "m.db", **kwargs)
+    assert raised.value.parameters == parameters and "--" not in str(raised.value)
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in kwargs.items()]
+    cli = advisor_cli("evaluate", "--store", str(tmp_path / "m.db"), *flags)
+    assert cli.exit_code == 2 and flag_message in cli.stderr
+
+
+def test_fit_errors_are_library_errors(tmp_path):
+    with pytest.raises(StoreError, match="no measurement store at"):
+        advisor.fit(tmp_path / "none.db")
+    synthetic_store(tmp_path / "m.db", gpus=("T4",))
+    with pytest.raises(AdvisorError, match="choose another output") as raised:
+        advisor.fit(tmp_path / "m.db", output=tmp_path / "no-dir" / "a.json")
+    assert raised.value.parameters == ("output",)
+    cli = advisor_cli("fit", "--store", str(tmp_path / "m.db"), "--output",
+                      str(tmp_path / "no-dir" / "a.json"))
+    assert cli.exit_code == 2 and "choose another --output" in cli.stderr
+
+
+# -- profiler.dry_run and profiler.sweep ----------------------------------------------------
+
+def test_dry_run_takes_a_path_yaml_text_or_a_dict_and_sends_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUADVISOR_LOCAL_STATE", str(tmp_path / "state"))
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    planned = profiler.dry_run(tmp_path / "tiny.yaml", store=tmp_path / "runs.db")
+    assert isinstance(planned, DryRun) and planned.sweep == "tiny"
+    assert [len(t["requests"]) for t in planned.trials] == [1, 2]
+    assert planned.results == f"file://{tmp_path / 'runs' / 'records'}"
+    assert profiler.dry_run(TINY, store=tmp_path / "runs.db") == planned
+    assert profiler.dry_run(yaml.safe_load(TINY), store=tmp_path / "runs.db") == planned
+    assert not (tmp_path / "state").exists() and not (tmp_path / "runs.db").exists()
+    cli = CliRunner().invoke(profiler_app, ["sweep", str(tmp_path / "tiny.yaml"), "--dry-run",
+                                            "--format", "json", "--store",
+                                            str(tmp_path / "runs.db")])
+    assert cli.exit_code == 0, cli.output
+    assert json.loads(cli.stdout) == json.loads(json.dumps(planned.to_dict()))
+
+
+def test_dry_run_prices_cloud_trials_and_results_override_the_spec():
+    planned = profiler.dry_run(GCP_SPEC, results="gs://bucket/runs")
+    assert planned.provider == "gcp" and planned.results == "gs://bucket/runs"
+    assert planned.estimated_cost_usd > 0
+
+
+def test_spec_errors_are_library_errors():
+    with pytest.raises(SpecError, match="unknown key 'modles'") as raised:
+        profiler.dry_run({"name": "x", "provider": "local", "modles": ["resnet18"]})
+    assert isinstance(raised.value, GpuAdvisorError) and raised.value.exit_code == 2
+    with pytest.raises(SpecError, match="not valid YAML"):
+        profiler.dry_run("name: [x\nmodels: y\n")
+
+
+def test_sweep_stops_before_max_cost_naming_the_parameter(tmp_path):
+    with pytest.raises(BudgetExceeded, match="past max_cost \\$0.50; raise max_cost") as raised:
+        profiler.sweep(GCP_SPEC, store=tmp_path / "runs.db", max_cost=0.5)
+    assert raised.value.parameters == ("max_cost",) and raised.value.exit_code == 3
+    with Store(tmp_path / "runs.db") as store:
+        assert store.rows("trials") == []
+
+
+@pytest.mark.slow
+def test_sweep_measures_and_resumes(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUADVISOR_LOCAL_STATE", str(tmp_path / "state"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    spec = yaml.safe_load(TINY) | {"nodes": [1]}
+    del spec["revocation"]
+    result = profiler.sweep(spec, store=tmp_path / "runs.db")
+    assert isinstance(result, SweepResult)
+    assert (len(result.finished), result.failed, result.skipped) == (1, [], []) and result.ok
+    with Store(tmp_path / "runs.db") as store:
+        [trial] = store.rows("trials")
+    assert trial["trial_key"] == result.finished[0] and trial["throughput"] > 0
+    again = profiler.sweep(spec, store=tmp_path / "runs.db")
+    assert again.skipped == result.finished and again.finished == []
+    assert json.loads(json.dumps(again.to_dict()))["skipped"] == again.skipped
+
+
+# -- errors name parameters, never flags -----------------------------------------------------
+
+def error_texts(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of each string in a `raise` statement of a module, an f-string's values
+    as {}."""
+    texts = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            inside = set()
+            for part in ast.walk(node.exc):
+                if isinstance(part, ast.JoinedStr):
+                    inside.update(map(id, part.values))
+                    texts.append((part.lineno, "".join(
+                        v.value if isinstance(v, ast.Constant) else "{}" for v in part.values)))
+                elif (isinstance(part, ast.Constant) and isinstance(part.value, str)
+                      and id(part) not in inside):
+                    texts.append((part.lineno, part.value))
+    return texts
+
+
+def test_no_library_module_words_an_error_with_a_flag():
+    """Library errors name the API's parameters (`max_cost`); only the CLIs (*/cli/*) word
+    them as flags. A flag inside a quoted command (`profiler runs --format json`) is a command
+    for the user to run, not a flag of the caller's."""
+    flag = re.compile(r"(?<![\w-])--[a-z][\w-]*")
+    offenders = []
+    for package in ("advisor", "profiler", "cloud", "gpuadvisor"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "cli" in path.relative_to(ROOT).parts:
+                continue
+            for line, text in error_texts(path):
+                unquoted = re.sub(r"`[^`]*`", "", text)
+                if flag.search(unquoted):
+                    offenders.append(f"{path.relative_to(ROOT)}:{line}: {text!r}")
+    assert offenders == []
+
+
+def test_every_library_error_derives_from_the_neutral_base():
+    from advisor.artifact import ArtifactError
+    from advisor.features import FeatureError
+    from advisor.fitting import FitError
+    from advisor.importers import ImportDataError
+    from cloud.catalog import CatalogError
+    from cloud.provider import ProviderError
+    from gpuadvisor.records import RecordError
+    from gpuadvisor.vocab import VocabError
+    from profiler.zoo import UnknownModelError
+
+    for error in (AdvisorError, SpecError, StoreError, ProviderError, BudgetExceeded,
+                  ArtifactError, FeatureError, FitError, ImportDataError, CatalogError,
+                  RecordError, VocabError, UnknownModelError):
+        assert issubclass(error, GpuAdvisorError)
+    assert GpuAdvisorError("x", "max_cost").parameter == "max_cost"
+    assert GpuAdvisorError("x").parameter is None
+
+
+def test_a_card_size_the_model_does_not_take_names_the_parameter():
+    from profiler.cards import CardError, compute_card
+
+    with pytest.raises(CardError, match="gpt2 is a text model: use seq_len") as raised:
+        compute_card("gpt2", image_size=64)
+    assert raised.value.parameters == ("seq_len", "image_size")

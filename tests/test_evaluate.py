@@ -38,7 +38,7 @@ def test_nodes_split_trains_small_and_tests_large(tmp_path):
     synthetic_store(tmp_path / "m.db", gpus=("T4",))
     result = evaluate(tmp_path / "m.db", "nodes", max_train_workers=4)
     assert {g["group"] for g in result["groups"]} == {"8 workers", "16 workers"}
-    with pytest.raises(EvaluateError, match="max-train-workers"):
+    with pytest.raises(EvaluateError, match="max_train_workers"):
         evaluate(tmp_path / "m.db", "nodes", max_train_workers=16)
 
 
@@ -46,7 +46,7 @@ def test_bad_split_is_a_one_line_error(tmp_path):
     synthetic_store(tmp_path / "m.db", gpus=("T4",))
     out = subprocess.run(CLI + ["--store", str(tmp_path / "m.db"), "--split", "zone"],
                          capture_output=True, text=True, check=False)
-    assert out.returncode == 2 and out.stderr.startswith("error: unknown split")
+    assert out.returncode == 2 and out.stderr.startswith("error: unknown --split 'zone'")
 
 
 def test_leave_one_model_out_on_cmdare_beats_the_bound(reference, tmp_path):
@@ -76,6 +76,7 @@ def test_excluded_software_is_left_out_and_counted(tmp_path):
     assert everything["n"] - current["n"] == 6
     assert {g["group"] for g in current["groups"]} == {"A100-80GB", "V100"}
     # 18 rows name that container: those six and ResNeXt101's twelve (no zoo card).
-    assert current["skipped"]["software matches --exclude-software pytorch-20.06"] == 18
-    # Measured: 34.7% with the 20.06 rows, 22.3% without (benchmarks/model_accuracy.py).
-    assert current["mape"] < 26 and everything["mape"] < 40
+    assert current["skipped"]["software matches exclude_software pytorch-20.06"] == 18
+    # The 20.06 container's rows disagree with the other sources (benchmarks/model_accuracy.py
+    # prints both figures): leaving them out must help.
+    assert current["mape"] < everything["mape"]

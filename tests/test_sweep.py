@@ -115,7 +115,7 @@ def test_dry_run_launches_nothing(tmp_path, env):
     run = profiler("sweep", str(tmp_path / "tiny.yaml"), "--store", str(tmp_path / "runs.db"),
                    "--dry-run", "--format", "json", env=env)
     assert run.returncode == 0, run.stderr
-    planned = json.loads(run.stdout)
+    planned = json.loads(run.stdout)["trials"]
     assert [len(p["requests"]) for p in planned] == [1, 2]
     assert {r["action"] for p in planned for r in p["requests"]} == {"spawn"}
     assert planned[1]["trial"]["revoke_node"] == 1

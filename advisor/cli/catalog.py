@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import logging
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from advisor.cli.app import app
-from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail, warn
+from gpuadvisor.cli.output import (
+    FORMAT_OPTION_HELP,
+    Format,
+    emit,
+    emit_json,
+    fail,
+    fail_with,
+    warn,
+)
 from gpuadvisor.cli.settings import envvar
 from gpuadvisor.vocab import market
 
@@ -55,18 +64,19 @@ def _report_changes(changes, written: list[str], fmt: Format) -> None:
     typer.echo(f"wrote {', '.join(written)}")
 
 
-def _load(files: list[Path] | None, include_retired: bool):
-    from cloud.catalog import CatalogError, StaleCatalogWarning, load_catalog
+@contextmanager
+def _reading():
+    """Reads a catalog: its stale-price warnings printed, a CatalogError a one-line error."""
+    from cloud.catalog import CatalogError, StaleCatalogWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", StaleCatalogWarning)
         try:
-            catalog = load_catalog(files, include_retired=include_retired)
+            yield
         except CatalogError as error:
             fail(f"{error}; restore the file or rebuild it with `advisor catalog refresh`", 1)
     for warning in caught:
         warn(str(warning.message))
-    return catalog
 
 
 @catalog_app.command("show")
@@ -91,15 +101,16 @@ def show(
 
       advisor catalog show --region us-east-1 --format csv > aws-us-east-1.csv
     """
-    from cloud.catalog import PROVIDERS, CatalogError
+    from cloud.catalog import PROVIDERS, CatalogError, load_catalog
 
     if provider is not None and provider not in PROVIDERS:
         fail(f"unknown provider {provider!r}; accepted: {', '.join(PROVIDERS)}")
-    catalog = _load(file, include_retired)
+    with _reading():
+        catalog = load_catalog(file, include_retired=include_retired)
     try:
         catalog = catalog.filter(provider=provider, region=region, gpu=gpu, spot=spot)
     except CatalogError as error:
-        fail(str(error))
+        fail_with(error, code=2)
     rows = []
     for offering in catalog.offerings:
         row = offering.to_row()
@@ -149,52 +160,23 @@ def refresh(
 
       advisor catalog refresh --provider aws --region us-east-1 --output-dir /tmp/prices
     """
-    from cloud.catalog import (
-        COLUMNS,
-        SPOT_COLUMNS,
-        SPOT_MARKETS,
-        catalog_name,
-        changes,
-        read_spot_markets,
-        write_csv_atomically,
-    )  # fmt: skip
-    from cloud.provider import ProviderError
-    from gpuadvisor import data
-
-    if provider not in ("gcp", "aws"):
-        fail(f"unknown provider {provider!r}; accepted: gcp, aws")
     from rich.console import Console
 
-    markets = None
-    try:
-        with Console(stderr=True).status(f"Querying the {provider.upper()} pricing APIs..."):
-            if provider == "gcp":
-                from cloud.pricing_gcp import BILLING_ENDPOINT
-                from cloud.pricing_gcp import refresh as rebuild
+    from cloud.provider import ProviderError
+    from cloud.refresh import PROVIDERS, refresh_catalog
 
-                offerings = rebuild(regions=region, endpoint=endpoint or BILLING_ENDPOINT)
-            else:
-                from cloud.pricing_aws import refresh as rebuild
-
-                offerings, markets = rebuild(regions=region)
-    except ProviderError as error:
-        fail(str(error), 1)
-    if not offerings:
-        fail(f"the {provider} pricing API returned no GPU offering for those regions", 1)
-    output_dir = output_dir or data.user_dir()
-    target = output_dir / catalog_name(provider)
-    in_use = target if target.is_file() else data.find(catalog_name(provider))
-    before = _load([in_use], include_retired=True).offerings
-    write_csv_atomically(target, COLUMNS, (o.to_row() for o in offerings))
-    written = [f"{target} ({len(offerings)} offerings)"]
-    if markets:
-        # Other providers' rows are kept from the file being replaced (or the one read now).
-        markets_file = output_dir / SPOT_MARKETS
-        previous = markets_file if markets_file.exists() else None
-        kept = [row for row in read_spot_markets(previous) if row["provider"] != provider]
-        write_csv_atomically(markets_file, SPOT_COLUMNS, kept + markets)
-        written.append(f"{markets_file} ({len(markets)} {provider} markets)")
-    _report_changes(changes(before, offerings), written, fmt)
+    if provider not in PROVIDERS:
+        fail(f"unknown provider {provider!r}; accepted: {', '.join(PROVIDERS)}")
+    with Console(stderr=True).status(f"Querying the {provider.upper()} pricing APIs..."):
+        try:
+            with _reading():
+                result = refresh_catalog(provider, output_dir, region, endpoint)
+        except ProviderError as error:
+            fail_with(error, code=1)
+    written = [f"{result.catalog} ({len(result.offerings)} offerings)"]
+    if result.markets_file:
+        written.append(f"{result.markets_file} ({len(result.markets)} {provider} markets)")
+    _report_changes(result.changes, written, fmt)
 
 
 @import_app.command("skypilot")
@@ -226,7 +208,7 @@ def import_skypilot(
     try:
         result = import_catalog(directory, output_dir or data.user_dir())
     except SkypilotError as error:
-        fail(str(error), 1)
+        fail_with(error, code=1)
     except OSError as error:
         fail(f"cannot read {error.filename}: {error.strerror}; check the path", 1)
     if result.rejected:

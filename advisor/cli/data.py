@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from advisor.cli.app import app
-from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail, warn
+from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail_with, warn
 from gpuadvisor.cli.settings import envvar
 
 data_app = typer.Typer(help="Measurement data: import CM-DARE's data, exchange files and "
@@ -33,7 +33,7 @@ def _open(store: Path):
     try:
         return Store(store)
     except StoreError as exc:
-        fail(str(exc))
+        fail_with(exc)
 
 
 def _report(result, store: Path, fmt: Format) -> None:
@@ -88,7 +88,7 @@ def import_cmdare(
                 task = bar.add_task("reading CM-DARE files", total=total)
                 result = cmdare.import_cmdare(root, db, progress=lambda _: bar.advance(task))
         except ImportDataError as exc:
-            fail(str(exc))
+            fail_with(exc)
     _report(result, store, fmt)
 
 
@@ -118,7 +118,7 @@ def import_runs(
         try:
             result = run_import(file, db)
         except ImportDataError as exc:
-            fail(str(exc))
+            fail_with(exc)
     _report(result, store, fmt)
 
 
@@ -146,5 +146,5 @@ def import_published(
         try:
             result = published_import(db, file)
         except ImportDataError as exc:
-            fail(str(exc))
+            fail_with(exc)
     _report(result, store, fmt)

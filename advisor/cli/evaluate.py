@@ -8,7 +8,7 @@ import typer
 
 from advisor.cli.app import app
 from advisor.cli.fit import EXCLUDE_SOFTWARE_OPTION
-from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail
+from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail_with
 from gpuadvisor.cli.settings import envvar
 
 
@@ -44,19 +44,15 @@ def evaluate(
 
         advisor evaluate --store m.db --split gpu --exclude-software pytorch-20.06
     """
-    from advisor.evaluation import EvaluateError
-    from advisor.evaluation import evaluate as run
-    from advisor.features import FeatureError
-    from gpuadvisor.store import StoreError
+    from advisor.modelling import evaluate as run
+    from gpuadvisor.errors import GpuAdvisorError
 
-    if not store.is_file():
-        fail(f"no measurement store at {store}; import data first, e.g. "
-             f"`advisor data import cmdare PATH --store {store}`")
     try:
-        result = run(store, split, target, include_published, max_train_workers,
-                     tuple(exclude_software))
-    except (EvaluateError, FeatureError, StoreError) as exc:
-        fail(str(exc))
+        result = run(store, split=split, target=target, include_published=include_published,
+                     max_train_workers=max_train_workers, exclude_software=exclude_software
+                     ).to_dict()
+    except GpuAdvisorError as exc:
+        fail_with(exc)
     if fmt is Format.json:
         emit_json(result)
         return

@@ -7,7 +7,15 @@ from pathlib import Path
 import typer
 
 from advisor.cli.app import app
-from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail, warn
+from gpuadvisor.cli.output import (
+    FORMAT_OPTION_HELP,
+    Format,
+    emit,
+    emit_json,
+    fail_with,
+    flag_words,
+    warn,
+)
 from gpuadvisor.cli.settings import envvar
 
 # Shared with `advisor evaluate`, which must leave out the same trials to judge a fit.
@@ -43,51 +51,20 @@ def fit(
 
         advisor fit --store m.db --exclude-software pytorch-20.06
     """
-    from advisor.fitting import FitError, fit_store, write_artifact
-
-    if not store.is_file():
-        fail(f"no measurement store at {store}; make one with `profiler sweep` or "
-             "`advisor data import ... --store {store}`")
-    from advisor.features import FeatureError
-    from gpuadvisor.store import StoreError
+    from advisor.modelling import fit as run
+    from gpuadvisor.errors import GpuAdvisorError
 
     try:
-        doc, info = fit_store(store, include_published=include_published,
-                              exclude_software=tuple(exclude_software))
-    except (StoreError, FeatureError, FitError) as exc:
-        fail(str(exc))
-    for reason, count in sorted(info["skipped"].items()):
-        warn(f"skipped {count} trial(s): {reason}")
-    try:
-        write_artifact(doc, output)
-    except OSError as exc:
-        fail(f"cannot write {output} ({exc.strerror}); choose another --output")
-    summary = _summary(doc, output)
+        result = run(store, output=output, include_published=include_published,
+                     exclude_software=exclude_software)
+    except GpuAdvisorError as exc:
+        fail_with(exc)
+    for reason, count in sorted(result.skipped.items()):
+        warn(f"skipped {count} trial(s): {flag_words(reason, parameters=['exclude_software'])}")
+    summary = result.to_dict()
     if fmt is Format.json:
         emit_json(summary)
         return
     rows = [{"what": k, "value": v} for k, v in summary.items() if not isinstance(v, dict)]
     rows += [{"what": f"coefficient {k}", "value": v} for k, v in summary["coefficients"].items()]
     emit(rows, ["what", "value"], fmt, title=f"fitted -> {output}")
-
-
-def _summary(doc: dict, output: Path) -> dict:
-    data = doc["training_data"]
-    calibration = doc["throughput"]["calibration"]
-    return {
-        "artifact": str(output),
-        "schema_version": doc["schema_version"],
-        "training_data_sha256": data["sha256"][:16],
-        "throughput_configs": data["throughput_configs"],
-        "models": len(data["models"]),
-        "gpus": ", ".join(data["gpus"]) or "-",
-        "startups": data["startups"],
-        "checkpoints": data["checkpoints"],
-        "revocations": data["revocations"],
-        "lifetime_groups_fitted": len(doc["lifetime"]["fitted"]),
-        "interval_interpolated": "x{:.2f} .. x{:.2f}".format(
-            *[2.718281828 ** q for q in calibration["interpolated"]]),
-        "interval_extrapolated": "x{:.2f} .. x{:.2f}".format(
-            *[2.718281828 ** q for q in calibration["extrapolated"]]),
-        "coefficients": doc["throughput"]["coefficients"],
-    }

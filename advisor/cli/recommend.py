@@ -4,7 +4,6 @@ scikit-learn or cloud SDK on this path."""
 
 from __future__ import annotations
 
-import re
 import sys
 from enum import Enum
 from pathlib import Path
@@ -14,7 +13,7 @@ import typer
 from advisor.cli.app import app
 from advisor.cli.options import ARTIFACT_OPTION, CATALOG_OPTION
 from advisor.reasons import Reason
-from gpuadvisor.cli.output import emit_csv, emit_json, fail, render_table, warn
+from gpuadvisor.cli.output import emit_csv, emit_json, fail, fail_with, render_table, warn
 from gpuadvisor.durations import format_usd
 from gpuadvisor.vocab import PRECISIONS
 
@@ -154,7 +153,7 @@ def recommend(
                      gpus=gpu or (), max_nodes=max_nodes, artifact=artifact, catalog=catalog,
                      top=top, market=market, max_gpus=max_gpus)
     except AdvisorError as error:
-        fail(flag_words(error), error.exit_code)
+        fail_with(error, FLAGS)
     for message in result.warnings:
         warn(message)
     _report(result, fmt, explain)
@@ -166,16 +165,6 @@ def recommend(
                           f"{result.workload.model}: time and cost of every plan")
         except (OSError, RuntimeError) as error:
             fail(f"cannot write the plot {plot}: {error}")
-
-
-def flag_words(error) -> str:
-    """The error's message with the API parameters it names worded as this command's flags
-    (max_nodes -> --max-nodes, gpus -> --gpu)."""
-    message = str(error)
-    for parameter in error.parameters:
-        flag = "--" + FLAGS.get(parameter, parameter).replace("_", "-")
-        message = re.sub(rf"(?<![-\w]){re.escape(parameter)}(?!\w)", flag, message)
-    return message
 
 
 def _model(option: str | None, argument: str | None) -> str:
@@ -195,7 +184,7 @@ def _model_names() -> list[str]:
     try:
         return list(model_cards())
     except AdvisorError as error:
-        fail(str(error), error.exit_code)
+        fail_with(error)
 
 
 def _report(result, fmt: RecommendFormat, explain: bool) -> None:

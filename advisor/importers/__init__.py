@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from advisor.errors import AdvisorError
 from gpuadvisor.store import TABLES, Store
 
 # Reference data that must not ship with the repository (CM-DARE's) lies under this directory;
@@ -30,7 +31,7 @@ def reference_dir(name: str) -> Path:
     return Path(os.environ.get(REFERENCE_ENV) or default) / name
 
 
-class ImportDataError(Exception):
+class ImportDataError(AdvisorError):
     """Data that cannot be imported; the message names what was expected and the fix."""
 
 

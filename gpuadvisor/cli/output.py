@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sys
 from collections.abc import Collection, Mapping, Sequence
 from enum import Enum
@@ -29,6 +30,28 @@ FORMAT_OPTION_HELP = "table for people; json or csv for scripts"
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a one-line error on stderr and exit with `code`."""
     raise typer.Exit(report_error(message, code))
+
+
+def fail_with(error: Exception, flags: Mapping[str, str] | None = None,
+              code: int | None = None) -> NoReturn:
+    """Fail with a library error (gpuadvisor.errors.GpuAdvisorError): its parameters worded as
+    this command's flags, its lines joined into one, its exit status (or `code`)."""
+    fail(flag_words(error, flags).replace("\n", "; "),
+         code if code is not None else getattr(error, "exit_code", 2))
+
+
+def flag_words(error: Exception | str, flags: Mapping[str, str] | None = None,
+               parameters: Sequence[str] | None = None) -> str:
+    """The message with the API parameters it names (the error's `parameters`, or those
+    given) worded as the command's flags: max_nodes -> --max-nodes; `flags` maps a
+    parameter whose flag is named otherwise (gpus -> gpu gives --gpu)."""
+    message = str(error)
+    if parameters is None:
+        parameters = getattr(error, "parameters", ())
+    for parameter in parameters:
+        flag = "--" + (flags or {}).get(parameter, parameter).replace("_", "-")
+        message = re.sub(rf"(?<![-\w]){re.escape(parameter)}(?!\w)", flag, message)
+    return message
 
 
 def report_error(message: str, code: int) -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from gpuadvisor.cli.output import Format, emit, emit_json, emit_table, fail
+from gpuadvisor.cli.output import Format, emit, emit_json, emit_table, fail, fail_with
 from profiler.cli.app import app
 
 LIST_COLUMNS = ["model", "task", "dataset", "samples_per_epoch", "epochs", "input",
@@ -134,7 +134,7 @@ def _own(config, build, example, name, image_size, seq_len, batch_per_gpu, datas
                 return own_cards.config_card(config, name, work)
             return own_cards.callable_card(build, example, name, work)
     except CardError as exc:
-        fail(str(exc))
+        fail_with(exc, {"callable_spec": "callable", "input_spec": "input"})
     except ImportError as exc:
         fail(str(exc), 1)
 
@@ -172,6 +172,8 @@ def _model_flags(computed: dict) -> str:
 def _compute(names: list[str], image_size=None, seq_len=None, batch_per_gpu=None) -> list[dict]:
     from rich.progress import Progress
 
+    from gpuadvisor.errors import GpuAdvisorError
+
     try:
         from profiler.cards import compute_card
 
@@ -185,6 +187,8 @@ def _compute(names: list[str], image_size=None, seq_len=None, batch_per_gpu=None
             return out
     except ImportError as exc:
         fail(str(exc), 1)
+    except GpuAdvisorError as exc:  # a size the model does not take (CardError)
+        fail_with(exc)
 
 
 def _stderr():

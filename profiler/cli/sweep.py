@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gpuadvisor.cli.output import Format, emit, emit_json, fail
+from gpuadvisor.cli.output import Format, emit, emit_json, fail, fail_with
 from gpuadvisor.cli.settings import envvar
 from profiler.cli.app import app
 
@@ -26,7 +26,9 @@ def sweep(
                                 help="where nodes write their records: file://DIR, "
                                 "gs://BUCKET/PREFIX, s3://... (default: runs/records beside "
                                 "the store)"),
-    fmt: Format = typer.Option(Format.table, "--format", help="for --dry-run: table or json"),
+    fmt: Format = typer.Option(Format.table, "--format",
+                               help="table or json (the trials' summary; with --dry-run the "
+                               "plan)"),
 ) -> None:
     """Run a sweep: launch each trial's cluster, train, revoke if asked, store the figures.
 
@@ -47,74 +49,47 @@ def sweep(
 
         profiler sweep my-v100.yaml --provider gcp --max-cost 20 --results gs://bucket/runs
     """
-    from cloud.provider import ProviderError
-    from cloud.registry import make_provider
-    from gpuadvisor.store import StoreError
-    from profiler.spec import SpecError, load_spec
+    from gpuadvisor.errors import GpuAdvisorError
+    from profiler.api import dry_run as plan
+    from profiler.api import sweep as run
 
     try:
-        spec = load_spec(spec_path, {"provider": provider, "results": results,
-                                     "max_cost": max_cost})
-    except SpecError as exc:
-        fail(str(exc).replace("\n", "; "))
-    results_url = spec.results or f"file://{store.resolve().parent / 'runs' / 'records'}"
-    try:
-        chosen = make_provider(spec.provider)
         if dry_run:
-            _print_dry_run(spec, chosen, results_url, fmt)
+            _print_dry_run(plan(spec_path, store=store, provider=provider, results=results), fmt)
             return
-        from gpuadvisor.store import Store
-
-        with Store(store) as opened:
-            _run(spec, opened, chosen, results_url)
-    except (ProviderError, StoreError) as exc:
-        fail(str(exc))
-
-
-def _run(spec, store, provider, results_url: str) -> None:
-    import sys
-
-    from profiler.orchestrator import BudgetExceeded, run_sweep
-    from profiler.progress import SweepDisplay
-
-    trials = spec.trials()
-    with SweepDisplay(len(trials), enabled=sys.stderr.isatty()) as display:
-        try:
-            outcome = run_sweep(spec, store, provider, results_url, max_cost=spec.max_cost,
-                                display=display)
-        except KeyboardInterrupt:
-            fail("interrupted: every node was terminated; finished trials are in the store, "
-                 "re-run the same command to resume", code=130)
-        except BudgetExceeded as exc:
-            fail(str(exc), code=3)
-    typer.echo(f"{len(outcome.finished)} finished, {len(outcome.failed)} failed, "
-               f"{len(outcome.skipped)} skipped; stored in {store.path}")
-    if outcome.failed:
+        result = run(spec_path, store=store, provider=provider, results=results,
+                     max_cost=max_cost, progress=True)
+    except KeyboardInterrupt:
+        fail("interrupted: every node was terminated; finished trials are in the store, "
+             "re-run the same command to resume", code=130)
+    except GpuAdvisorError as exc:
+        fail_with(exc)
+    if fmt is Format.json:
+        emit_json(result.to_dict())
+    else:
+        typer.echo(f"{len(result.finished)} finished, {len(result.failed)} failed, "
+                   f"{len(result.skipped)} skipped; stored in {result.store}")
+    if not result.ok:
         raise typer.Exit(1)
 
 
-def _print_dry_run(spec, provider, results_url: str, fmt: Format) -> None:
-    from profiler.orchestrator import dry_run_sweep, estimated_cost
-
-    launches = dry_run_sweep(spec, provider, results_url)
+def _print_dry_run(planned, fmt: Format) -> None:
     if fmt is Format.json:
-        emit_json([{"trial": trial.as_dict(), "estimated_cost_usd":
-                    estimated_cost(provider, trial),
-                    "requests": [vars(r) for r in requests]} for trial, requests in launches])
+        emit_json(planned.to_dict())
         return
-    rows = [{**trial.as_dict(), "cost": estimated_cost(provider, trial),
-             "revoke": (f"node {trial.revoke_node} at {trial.revoke_at:.0f}s"
-                        if trial.revoke_node is not None else None)}
-            for trial, _ in launches]
+    rows = [{**t["trial"], "cost": t["estimated_cost_usd"],
+             "revoke": (f"node {t['trial']['revoke_node']} at {t['trial']['revoke_at']:.0f}s"
+                        if t["trial"]["revoke_node"] is not None else None)}
+            for t in planned.trials]
     emit(rows, ["key", "model", "nodes", "instance_type", "batch_per_gpu", "precision", "revoke",
                 "cost"], Format.table,
          headers={"instance_type": "instance", "batch_per_gpu": "batch/GPU", "cost": "est. USD"},
-         title=f"sweep {spec.name}: {len(rows)} trials on {provider.name} (dry run)")
-    for trial, requests in launches:
-        for request in requests:
-            where = f" where {_compact(request.where)}" if request.where else ""
-            typer.echo(f"{trial.key} {request.provider} {request.action} node {request.node} "
-                       f"{_compact(request.body)}{where}")
+         title=f"sweep {planned.sweep}: {len(rows)} trials on {planned.provider} (dry run)")
+    for t in planned.trials:
+        for request in t["requests"]:
+            where = f" where {_compact(request['where'])}" if request["where"] else ""
+            typer.echo(f"{t['trial']['key']} {request['provider']} {request['action']} node "
+                       f"{request['node']} {_compact(request['body'])}{where}")
 
 
 def _compact(body: dict) -> str:
