@@ -222,6 +222,8 @@ class TrialRun:
             status = "finished" if error is None else "failed"
         except ProviderError as exc:
             error = str(exc)
+            # A launch that failed part way and could not end what it made: try again below.
+            self.launched.update({n.id: n for n in exc.nodes})
         except KeyboardInterrupt:
             status, error = "interrupted", "interrupted by the user"
             raise

@@ -169,7 +169,7 @@ def test_clients_it_makes_retry_adaptively_within_timeouts(monkeypatch):
 
     for key, value in FAKE_CREDENTIALS.items():
         monkeypatch.setenv(key, value)
-    for made in AwsProvider("us-east-1")._clients():
+    for made in (AwsProvider("us-east-1")._client(s, "us-east-1") for s in ("ec2", "ssm")):
         config = made.meta.config
         assert config.retries == {"mode": "adaptive", "total_max_attempts": 9}  # 8 retries
         assert (config.connect_timeout, config.read_timeout) == (10.0, 60.0)
