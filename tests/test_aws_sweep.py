@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from fakes.aws import aws, moto_endpoint  # noqa: F401
 from typer.testing import CliRunner
 
@@ -16,38 +17,49 @@ for _name in COMMAND_MODULES:
     __import__(f"profiler.cli.{_name}")
 
 
-def write_spec(tmp_path, image: str) -> str:
+def write_spec(tmp_path, image: str, region: str = "us-east-1", nodes: str = "[1, 2]",
+               extra: str = "") -> str:
     path = tmp_path / "aws.yaml"
     path.write_text(f"""
 name: silent-nodes
 provider: aws
 models: [resnet18]
-nodes: [1, 2]
+nodes: {nodes}
 batch_per_gpu: 16
 instance_types: [g4dn.xlarge]
 gpus_per_node: 1
-region: us-east-1
-zones: [us-east-1a, us-east-1b]
+region: {region}
+zones: [{region}a, {region}b]
 spot: true
 image: {image}
 startup_timeout: 2
 max_seconds: 5
 results: s3://results/runs
-""")
+{extra}""")
     return str(path)
 
 
-def test_silent_nodes_time_out_and_are_all_terminated(aws, tmp_path, monkeypatch):
+def sweep(tmp_path, spec: str, *options: str):
+    return CliRunner().invoke(app, ["sweep", spec, "--store", str(tmp_path / "runs.db"),
+                                    *options])
+
+
+@pytest.fixture
+def quick(aws, monkeypatch):
+    """Clients the provider makes reach moto; it looks at the cluster 5 times a second."""
+    from fakes.aws import client
+
     from cloud.aws import AwsProvider
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", aws["endpoint"])
     monkeypatch.setattr(AwsProvider, "poll_interval_s", 0.2)  # moto answers at once
-    from fakes.aws import client
-
     client(aws["endpoint"], "s3").create_bucket(Bucket="results")
-    store = tmp_path / "runs.db"
-    result = CliRunner().invoke(app, ["sweep", write_spec(tmp_path, aws["image"]),
-                                      "--store", str(store)])
+    return aws
+
+
+def test_silent_nodes_time_out_and_are_all_terminated(quick, tmp_path):
+    aws, store = quick, tmp_path / "runs.db"
+    result = sweep(tmp_path, write_spec(tmp_path, aws["image"]))
     assert "Traceback" not in result.output
     reservations = aws["ec2"].describe_instances()["Reservations"]
     launched = [i for r in reservations for i in r["Instances"]]
@@ -71,3 +83,17 @@ def test_dry_run_prints_every_request_and_sends_none(aws, tmp_path, monkeypatch)
     text = json.dumps(json.loads(result.stdout))
     assert text.count("ec2.RunInstances") == 3
     assert "InstanceInterruptionBehavior" in text and "gpuadvisor-sweep" in text
+
+
+def test_the_spec_region_is_where_instances_run_and_what_the_store_says(quick, tmp_path):
+    from fakes.aws import client
+
+    result = sweep(tmp_path, write_spec(tmp_path, quick["image"], "eu-west-1", "[1]"))
+    assert "Traceback" not in result.output
+    west = [i for r in client(quick["endpoint"], "ec2", "eu-west-1").describe_instances()[
+        "Reservations"] for i in r["Instances"]]
+    assert [i["State"]["Name"] for i in west] == ["terminated"]
+    assert quick["ec2"].describe_instances()["Reservations"] == []  # the default region
+    with Store(tmp_path / "runs.db") as opened:
+        assert [t["region"] for t in opened.rows("trials", {"sweep": "silent-nodes"})] == [
+            "eu-west-1"]

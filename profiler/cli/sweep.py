@@ -59,7 +59,9 @@ def sweep(
         fail(str(exc).replace("\n", "; "))
     results_url = spec.results or f"file://{store.resolve().parent / 'runs' / 'records'}"
     try:
-        chosen = make_provider(spec.provider)
+        # A cloud provider works in the spec's region: launch, events, clean-up alike.
+        chosen = make_provider(spec.provider, **({"region": spec.region}
+                                                 if spec.provider != "local" else {}))
         if dry_run:
             _print_dry_run(spec, chosen, results_url, fmt)
             return

@@ -63,10 +63,10 @@ def reset(endpoint: str) -> None:
     urllib.request.urlopen(urllib.request.Request(endpoint + "/moto-api/reset", method="POST"))
 
 
-def client(endpoint: str, service: str):
+def client(endpoint: str, service: str, region: str = REGION):
     import boto3
 
-    return boto3.client(service, region_name=REGION, endpoint_url=endpoint,
+    return boto3.client(service, region_name=region, endpoint_url=endpoint,
                         aws_access_key_id="testing", aws_secret_access_key="testing")
 
 
