@@ -18,7 +18,7 @@ for _name in COMMAND_MODULES:
 
 
 def write_spec(tmp_path, image: str, region: str = "us-east-1", nodes: str = "[1, 2]",
-               extra: str = "") -> str:
+               extra: str = "", instance: str = "g4dn.xlarge") -> str:
     path = tmp_path / "aws.yaml"
     path.write_text(f"""
 name: silent-nodes
@@ -26,7 +26,7 @@ provider: aws
 models: [resnet18]
 nodes: {nodes}
 batch_per_gpu: 16
-instance_types: [g4dn.xlarge]
+instance_types: [{instance}]
 gpus_per_node: 1
 region: {region}
 zones: [{region}a, {region}b]
@@ -97,3 +97,33 @@ def test_the_spec_region_is_where_instances_run_and_what_the_store_says(quick, t
     with Store(tmp_path / "runs.db") as opened:
         assert [t["region"] for t in opened.rows("trials", {"sweep": "silent-nodes"})] == [
             "eu-west-1"]
+
+
+def test_max_cost_stops_before_launching_when_the_price_is_unknown(quick, tmp_path):
+    from fakes.aws import client
+
+    # The catalog has no p5.48xlarge in eu-west-1: its price is unknown, never $0.
+    spec = write_spec(tmp_path, quick["image"], "eu-west-1", "[8]", instance="p5.48xlarge")
+    result = sweep(tmp_path, spec, "--max-cost", "1")
+    assert result.exit_code == 3 and "Traceback" not in result.output
+    [line] = result.output.strip().splitlines()
+    assert "p5.48xlarge in eu-west-1" in line and "price_per_hour" in line
+    assert "catalog import skypilot" in line
+    west = client(quick["endpoint"], "ec2", "eu-west-1")
+    assert west.describe_instances()["Reservations"] == []
+    with Store(tmp_path / "runs.db") as opened:
+        assert opened.rows("trials") == []
+
+
+def test_an_explicit_price_in_the_spec_is_charged_and_stored(quick, tmp_path):
+    spec = write_spec(tmp_path, quick["image"], "eu-west-1", "[8]", instance="p5.48xlarge",
+                      extra="price_per_hour: 100\n")
+    result = sweep(tmp_path, spec, "--max-cost", "1")
+    assert result.exit_code == 3 and "past --max-cost $1.00" in result.output
+    cheap = write_spec(tmp_path, quick["image"], "eu-west-1", "[1]", instance="p5.48xlarge",
+                       extra="price_per_hour: 0.5\n")
+    result = sweep(tmp_path, cheap, "--max-cost", "1")
+    assert "Traceback" not in result.output
+    with Store(tmp_path / "runs.db") as opened:
+        [trial] = opened.rows("trials")
+    assert trial["price_per_node_hour"] == 0.5 and trial["region"] == "eu-west-1"
