@@ -174,8 +174,11 @@ def run_sweep(spec: SweepSpec, store: Store, provider: Provider, results: str, *
     outcome = SweepOutcome()
     trials = spec.trials()
     finished = store.finished_trial_keys(spec.name)
+    pending = [t for t in trials if t.key not in finished]
+    if pending:  # a request that would be refused (a credential in it) stops the sweep here
+        provider.plan(cluster_spec(spec, pending[0], provider, results))
     if max_cost is not None:
-        check_prices_known(provider, [t for t in trials if t.key not in finished])
+        check_prices_known(provider, pending)
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         for number, trial in enumerate(trials, 1):

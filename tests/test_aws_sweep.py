@@ -127,3 +127,16 @@ def test_an_explicit_price_in_the_spec_is_charged_and_stored(quick, tmp_path):
     with Store(tmp_path / "runs.db") as opened:
         [trial] = opened.rows("trials")
     assert trial["price_per_node_hour"] == 0.5 and trial["region"] == "eu-west-1"
+
+
+def test_an_install_source_with_a_token_stops_the_sweep_before_any_launch(quick, tmp_path,
+                                                                          monkeypatch):
+    token = "ghp_" + "x" * 36
+    monkeypatch.setenv("GPUADVISOR_INSTALL", f"git+https://{token}@github.com/org/repo.git")
+    result = sweep(tmp_path, write_spec(tmp_path, quick["image"]))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    [line] = result.output.strip().splitlines()
+    assert "GPUADVISOR_INSTALL carries a credential" in line and token not in line
+    assert quick["ec2"].describe_instances()["Reservations"] == []
+    with Store(tmp_path / "runs.db") as opened:
+        assert opened.rows("trials") == []
