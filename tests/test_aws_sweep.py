@@ -7,41 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from fakes.aws import aws, moto_endpoint  # noqa: F401
-from typer.testing import CliRunner
+from fakes.aws import aws, moto_endpoint, sweep, write_spec  # noqa: F401
 
 from gpuadvisor.store import Store
-from profiler.cli import COMMAND_MODULES, app
-
-for _name in COMMAND_MODULES:
-    __import__(f"profiler.cli.{_name}")
-
-
-def write_spec(tmp_path, image: str, region: str = "us-east-1", nodes: str = "[1, 2]",
-               extra: str = "", instance: str = "g4dn.xlarge") -> str:
-    path = tmp_path / "aws.yaml"
-    path.write_text(f"""
-name: silent-nodes
-provider: aws
-models: [resnet18]
-nodes: {nodes}
-batch_per_gpu: 16
-instance_types: [{instance}]
-gpus_per_node: 1
-region: {region}
-zones: [{region}a, {region}b]
-spot: true
-image: {image}
-startup_timeout: 2
-max_seconds: 5
-results: s3://results/runs
-{extra}""")
-    return str(path)
-
-
-def sweep(tmp_path, spec: str, *options: str):
-    return CliRunner().invoke(app, ["sweep", spec, "--store", str(tmp_path / "runs.db"),
-                                    *options])
 
 
 @pytest.fixture
@@ -75,9 +43,8 @@ def test_silent_nodes_time_out_and_are_all_terminated(quick, tmp_path):
 
 def test_dry_run_prints_every_request_and_sends_none(aws, tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL", aws["endpoint"])
-    result = CliRunner().invoke(app, ["sweep", write_spec(tmp_path, aws["image"]),
-                                      "--dry-run", "--format", "json",
-                                      "--store", str(tmp_path / "runs.db")])
+    result = sweep(tmp_path, write_spec(tmp_path, aws["image"]), "--dry-run", "--format",
+                   "json")
     assert result.exit_code == 0, result.output
     assert aws["ec2"].describe_instances()["Reservations"] == []
     text = json.dumps(json.loads(result.stdout))
