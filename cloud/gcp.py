@@ -265,12 +265,13 @@ class GcpProvider(Provider):
             zones = (home, *(z for z in zones if z != home))
         stockouts = []
         survivors = [n.id for n in live.values()]
+        give_up = time.monotonic() + gcp.SETTINGS.operation_deadline_s  # every insert together
         with LaunchUndo(self, lambda: list(self._live_nodes(spec).values()),
                         keep=survivors) as undo:
             for zone in zones:
                 try:
                     nodes = self._send(spec, self._requests(spec, zone, zones, live,
-                                                            self._launched), live, undo)
+                                                            self._launched), live, undo, give_up)
                 except CapacityError as exc:
                     stockouts.append(f"{zone} ({exc})")
                     continue
@@ -300,7 +301,7 @@ class GcpProvider(Provider):
         return live
 
     def _send(self, spec: ClusterSpec, requests: list[PlannedRequest], live: dict[int, Node],
-              undo: LaunchUndo) -> list[Node]:
+              undo: LaunchUndo, give_up: float) -> list[Node]:
         """Send the inserts in order; a stock-out deletes the nodes they made (a partial
         cluster is useless) so that the next zone gets the cluster whole; any other error
         ends the launch (`undo` deletes what it made)."""
@@ -308,7 +309,7 @@ class GcpProvider(Provider):
         try:
             for request in requests:
                 undo.sending()
-                nodes[request.node] = self._insert(spec, request, nodes)
+                nodes[request.node] = self._insert(spec, request, nodes, give_up)
                 new.append(nodes[request.node])
                 undo.made(nodes[request.node])
         except CapacityError:
@@ -317,11 +318,12 @@ class GcpProvider(Provider):
             raise
         return [nodes[i] for i in range(spec.nodes)]
 
-    def _insert(self, spec: ClusterSpec, request: PlannedRequest, nodes: dict[int, Node]) -> Node:
+    def _insert(self, spec: ClusterSpec, request: PlannedRequest, nodes: dict[int, Node],
+                give_up: float) -> Node:
         """Send one insert; should the internal address it asks for be taken, send it again
         without (the survivors will not find that new node 0)."""
         try:
-            return self._insert_once(spec, request, nodes)
+            return self._insert_once(spec, request, nodes, give_up)
         except (CapacityError, QuotaError, CredentialsError):
             raise
         except ProviderError:
@@ -331,10 +333,11 @@ class GcpProvider(Provider):
         instance = {**request.body["instance"], "networkInterfaces": [
             {k: v for k, v in interface.items() if k != "networkIP"}]}
         return self._insert_once(spec, replace(request, body={**request.body,
-                                                               "instance": instance}), nodes)
+                                                               "instance": instance}), nodes,
+                                 give_up)
 
     def _insert_once(self, spec: ClusterSpec, request: PlannedRequest,
-                     nodes: dict[int, Node]) -> Node:
+                     nodes: dict[int, Node], give_up: float) -> Node:
         instances, _ = self._clients()
         launched_at = self._clock()
         body = fill(request.body, {**sent_values(launched_at, nodes), PROJECT: self.project})
@@ -344,7 +347,7 @@ class GcpProvider(Provider):
                 operation = instances.insert_unary(
                     project=body["project"], zone=zone, instance_resource=gcp.instance(
                         body["instance"]), **gcp.call_options())
-            self._wait(operation, zone)
+            self._wait(operation, zone, give_up)
         except ConflictError:
             pass  # it exists already: launch is idempotent
         with gcp.errors(f"reading {name} in {zone}"):
@@ -384,8 +387,8 @@ class GcpProvider(Provider):
         while operation.status != done:
             if time.monotonic() >= give_up:
                 raise ProviderError(
-                    f"GCP operation {operation.name} in {zone} is not done after "
-                    f"{deadline_s:g}s; look at it with `gcloud compute operations describe "
+                    f"GCP operation {operation.name} in {zone} is not done within the "
+                    f"{deadline_s:g}s allowed; look at it with `gcloud compute operations describe "
                     f"{operation.name} --zone {zone}` and re-run (launch and terminate are "
                     "idempotent)")
             with gcp.errors(f"waiting for {operation.name} in {zone}"):

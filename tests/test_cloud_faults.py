@@ -149,7 +149,7 @@ GCP_CASES = {
     "unauthenticated": (CredentialsError, ["gcloud auth application-default login",
                                            "terminated the 1 node(s)"], 1),
     "stockout": (CapacityError, ["no capacity for 2 x n1-standard-8 in us-central1-a"], 1),
-    "hang": (ProviderError, ["is not done after", "terminated the 2 node(s)"], 2),
+    "hang": (ProviderError, ["is not done within the 0.5s allowed", "terminated the 2 node(s)"], 2),
 }
 
 
