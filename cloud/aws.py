@@ -228,10 +228,16 @@ class AwsProvider(Provider):
         """Send the cluster's requests in each zone in turn until one has the capacity; any
         other error ends the launch (`undo` terminates what it made)."""
         stockouts, ec2 = [], self._client("ec2", self._cluster_regions[spec.cluster])
+        deadline_s = aws.SETTINGS.launch_deadline_s
+        give_up = time.monotonic() + deadline_s
         for zone, subnet in subnets:
             nodes = dict(existing)
             try:
                 for request in self._requests(spec, image, subnet, existing):
+                    if undo.sent and time.monotonic() > give_up:
+                        raise ProviderError(
+                            f"launching {spec.nodes} x {spec.instance_type} took over "
+                            f"{deadline_s:g}s (EC2 answers slowly or not at all); re-run later")
                     undo.sending()
                     nodes[request.node] = self._run(request, nodes, ec2)
                     undo.made(nodes[request.node])

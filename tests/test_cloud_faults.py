@@ -193,3 +193,13 @@ def test_gcp_a_lost_or_failed_insert_is_retried_into_one_instance(gcp, case):
     assert sorted(name for _, name in fake.instances) == sorted(n.id for n in nodes)
     provider.terminate(nodes)
     assert fake.instances == {}
+
+
+def test_aws_a_launch_past_its_deadline_stops_and_terminates_what_it_made(proxy, aws,
+                                                                           monkeypatch):
+    from cloud.adaptors import aws as adaptor
+
+    monkeypatch.setattr(adaptor.SETTINGS, "launch_deadline_s", 0.0)
+    with pytest.raises(ProviderError, match=r"took over 0s .*terminated the 1 node\(s\)"):
+        aws_provider().launch(spec(3))
+    assert live(aws["ec2"]) == [] and len(instances(aws["ec2"])) == 1
