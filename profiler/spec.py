@@ -96,9 +96,10 @@ class SweepSpec(_Strict):
     startup_timeout: float = Field(default=300, gt=0)  # s a node may take to train
     results: str | None = None  # sink URL for the records
     max_cost: float | None = Field(default=None, ge=0)  # USD for the whole sweep
-    # USD per node-hour, for an offering the catalog lacks (else the catalog's price is used);
-    # a budget is never checked against an unknown price.
-    price_per_hour: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    price_per_hour: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False,
+        description="USD per node-hour, for an offering the catalog lacks (else the catalog's "
+                    "price is used); --max-cost is never checked against an unknown price")
     image: str | None = None
 
     @field_validator(*SCALAR_OR_LIST, mode="before")
