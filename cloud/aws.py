@@ -67,6 +67,11 @@ def client_token(spec: ClusterSpec, node: int) -> str:
     return f"{stem}-{node}-{LAUNCHED_AT}"
 
 
+def spec_region(spec: ClusterSpec) -> str | None:
+    """The region a spec names, or its zones' region."""
+    return spec.region or (spec.zones[0][:-1] if spec.zones else None)
+
+
 class AwsProvider(Provider):
     """Clients are made for the region each call concerns: the spec's `region` (or its zones'),
     else the provider's, else the AWS configuration's."""
@@ -99,8 +104,8 @@ class AwsProvider(Provider):
         return self._session
 
     def _region(self, spec: ClusterSpec | None = None) -> str:
-        if spec is not None and (spec.region or spec.zones):
-            return spec.region or spec.zones[0][:-1]
+        if spec is not None and spec_region(spec):
+            return spec_region(spec)
         if self.region:
             return self.region
         given = self._given["ec2"]
@@ -177,8 +182,7 @@ class AwsProvider(Provider):
     def _requests(self, spec: ClusterSpec, image: str, subnet: str | None,
                   existing: dict[int, Node]) -> list[PlannedRequest]:
         """The RunInstances calls that complete the cluster, node 0 first."""
-        region = spec.region or (spec.zones[0][:-1] if spec.zones else None)
-        where = {"region": region or self.region or DEFAULT_REGION,
+        where = {"region": spec_region(spec) or self.region or DEFAULT_REGION,
                  "zones": list(spec.zones) or ["<each zone with a default subnet>"]}
         return [PlannedRequest(self.name, "ec2.RunInstances", index, self.run_request(
                     spec, index, image, subnet, rendezvous_host(index, existing)), where)
