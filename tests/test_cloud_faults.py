@@ -203,3 +203,20 @@ def test_aws_a_launch_past_its_deadline_stops_and_terminates_what_it_made(proxy,
     with pytest.raises(ProviderError, match=r"took over 0s .*terminated the 1 node\(s\)"):
         aws_provider().launch(spec(3))
     assert live(aws["ec2"]) == [] and len(instances(aws["ec2"])) == 1
+
+
+def test_aws_ctrl_c_during_a_launch_terminates_what_it_made(proxy, aws, monkeypatch):
+    from cloud.aws import AwsProvider
+
+    run, calls = AwsProvider._run, []
+
+    def interrupted_at_node_1(self, *args):
+        calls.append(args)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return run(self, *args)
+
+    monkeypatch.setattr(AwsProvider, "_run", interrupted_at_node_1)
+    with pytest.raises(KeyboardInterrupt):
+        aws_provider().launch(spec(2))
+    assert live(aws["ec2"]) == [] and len(instances(aws["ec2"])) == 1
