@@ -220,3 +220,22 @@ def test_aws_ctrl_c_during_a_launch_terminates_what_it_made(proxy, aws, monkeypa
     with pytest.raises(KeyboardInterrupt):
         aws_provider().launch(spec(2))
     assert live(aws["ec2"]) == [] and len(instances(aws["ec2"])) == 1
+
+
+def test_gcp_trial_with_a_quota_on_node_1_is_stored_failed_and_leaks_nothing(gcp, tmp_path):
+    from gpuadvisor.store import Store
+    from profiler.orchestrator import TrialRun
+    from profiler.progress import SweepDisplay
+    from profiler.spec import parse_spec
+
+    provider, fake = gcp
+    spec = parse_spec({"name": "quota", "provider": "gcp", "models": ["resnet18"],
+                       "nodes": [2], "instance_types": ["n1-standard-8"],
+                       "zones": ["us-central1-a"], "gpu_type": "T4", "gpus_per_node": 1})
+    [trial] = spec.trials()
+    fake.insert_faults = {2: "quota"}
+    with Store(tmp_path / "runs.db") as store:
+        row = TrialRun(spec, trial, provider, f"file://{tmp_path / 'records'}",
+                       SweepDisplay(1, enabled=False)).run(store)
+    assert row["status"] == "failed" and "QUOTA_EXCEEDED" in row["error"]
+    assert "terminated the 1 node(s)" in row["error"] and fake.instances == {}
