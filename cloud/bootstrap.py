@@ -14,8 +14,13 @@ import shlex
 
 from cloud.provider import LAUNCHED_AT, ClusterSpec, ProviderError
 
-# What a node pip-installs; a wheel URL or a git URL works too (GPUADVISOR_INSTALL overrides).
+# What a node pip-installs (GPUADVISOR_INSTALL overrides): a requirement from a public index,
+# a public wheel or git URL, or a wheel in the run's bucket (s3:// on AWS, gs:// on GCP) that
+# the node fetches with its instance identity. Never a URL that carries a credential.
 DEFAULT_INSTALL = "gpu-advisor[profiler,gcp,aws]"
+EXTRAS = "[profiler,gcp,aws]"
+BUCKET_SCHEMES = {"aws": "s3://", "gcp": "gs://"}
+FETCH = {"s3://": "aws s3 cp", "gs://": "gcloud storage cp"}  # on the Deep Learning images
 AGENT_CONFIG_PATH = "/etc/gpuadvisor/agent.json"
 AGENT_LOG_PATH = "/var/log/gpuadvisor-agent.log"
 
@@ -24,6 +29,15 @@ _SECRET_PATTERNS = re.compile(
     r"|aws_secret_access_key|aws_session_token"
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----"
     r'|\\?"(?:private_key(?:_id)?|client_secret|refresh_token)\\?"',  # also JSON-escaped
+    re.IGNORECASE,
+)
+# Credentials inside an install URL: user:password@ or a token as the user (git@ for ssh is
+# a user name), a token or signature in the query string, a forge's access token anywhere.
+_URL_CREDENTIALS = re.compile(
+    r"://(?!git@)[^/@\s]+@"
+    r"|[?&](?:[\w-]*token|auth|key|password|passwd|secret|sig|signature"
+    r"|x-amz-(?:signature|credential|security-token)|x-goog-(?:signature|credential))="
+    r"|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|glpat-[\w-]{20,}",
     re.IGNORECASE,
 )
 # Values of these variables must never travel to a node, whatever they look like.
@@ -44,6 +58,37 @@ def check_no_credentials(text: str, where: str) -> None:
             f"the {where} would carry a credential; remove it from the sweep spec (nodes use "
             "their instance service account / instance profile, never keys)"
         )
+
+
+def install_source(install: str | None = None) -> str:
+    """What nodes install: `install`, else GPUADVISOR_INSTALL, else the PyPI release; refused
+    (ProviderError) if it carries a credential, which would ship in plain text in every
+    node's user-data or startup script."""
+    source = install or os.environ.get("GPUADVISOR_INSTALL") or DEFAULT_INSTALL
+    if _URL_CREDENTIALS.search(source):
+        raise ProviderError(
+            "GPUADVISOR_INSTALL carries a credential (user:password@, a token or a signature "
+            "in the URL) that every node's startup script would show in plain text; install "
+            "from a public index or wheel URL, or upload the wheel to the run's bucket and "
+            "set GPUADVISOR_INSTALL=s3://BUCKET/KEY.whl (gs:// on GCP): nodes fetch it with "
+            "their instance identity")
+    return source
+
+
+def install_lines(source: str, provider: str) -> list[str]:
+    """The script lines that install `source` into /opt/gpuadvisor."""
+    pip = "/opt/gpuadvisor/bin/pip install --quiet"
+    scheme = next((s for s in FETCH if source.startswith(s)), None)
+    if scheme is None:
+        return [f"{pip} {shlex.quote(source)}"]
+    if scheme != BUCKET_SCHEMES.get(provider) or not source.endswith(".whl"):
+        raise ProviderError(
+            f"GPUADVISOR_INSTALL={source} cannot be installed on {provider}: a bucket source "
+            f"is a wheel (.whl) in a {BUCKET_SCHEMES.get(provider, 'bucket')} URL, which the "
+            "node fetches with its instance identity")
+    wheel = "/tmp/" + source.rsplit("/", 1)[-1]
+    return [f"{FETCH[scheme]} {shlex.quote(source)} {shlex.quote(wheel)}",
+            f"{pip} {shlex.quote(wheel + EXTRAS)}"]
 
 
 def agent_config(spec: ClusterSpec, node: int, provider: str, rendezvous_host: str | None
@@ -76,7 +121,7 @@ def startup_script(
     The launch time is the macro LAUNCHED_AT, bare, so that the number filled in at send
     time is a JSON number.
     """
-    install = install or os.environ.get("GPUADVISOR_INSTALL") or DEFAULT_INSTALL
+    install = install_source(install)
     config = json.dumps(agent_config(spec, node, provider, rendezvous_host), indent=2)
     config = config.replace(json.dumps(LAUNCHED_AT), LAUNCHED_AT)
     lines = [
@@ -96,7 +141,7 @@ def startup_script(
         # Deep Learning images ship CUDA torch: keep it, add the profiler beside it.
         "PY=$(command -v python3)",
         '"$PY" -m venv --system-site-packages /opt/gpuadvisor',
-        f"/opt/gpuadvisor/bin/pip install --quiet {shlex.quote(install)}",
+        *install_lines(install, provider),
         f"nohup /opt/gpuadvisor/bin/python -m profiler.agent --config {AGENT_CONFIG_PATH} "
         f">> {AGENT_LOG_PATH} 2>&1 &",
     ]

@@ -32,6 +32,7 @@ from cloud.provider import (
     ClusterSpec,
     ConflictError,
     CredentialsError,
+    LaunchUndo,
     Node,
     NodeState,
     NotFoundError,
@@ -264,19 +265,23 @@ class GcpProvider(Provider):
             home = live[min(live)].zone
             zones = (home, *(z for z in zones if z != home))
         stockouts = []
-        for zone in zones:
-            try:
-                nodes = self._send(spec, self._requests(spec, zone, zones, live, self._launched),
-                                   live)
-            except CapacityError as exc:
-                stockouts.append(f"{zone} ({exc})")
-                continue
-            self._nodes[spec.cluster] = nodes
-            return nodes
-        raise CapacityError(
-            f"no capacity for {spec.nodes - len(live)} x {spec.instance_type} in "
-            f"{', '.join(stockouts)}; add zones to the spec or try another GPU type"
-        )
+        survivors = [n.id for n in live.values()]
+        give_up = time.monotonic() + gcp.SETTINGS.operation_deadline_s  # every insert together
+        with LaunchUndo(self, lambda: list(self._live_nodes(spec).values()),
+                        keep=survivors) as undo:
+            for zone in zones:
+                try:
+                    nodes = self._send(spec, self._requests(spec, zone, zones, live,
+                                                            self._launched), live, undo, give_up)
+                except CapacityError as exc:
+                    stockouts.append(f"{zone} ({exc})")
+                    continue
+                self._nodes[spec.cluster] = nodes
+                return nodes
+            raise CapacityError(
+                f"no capacity for {spec.nodes - len(live)} x {spec.instance_type} in "
+                f"{', '.join(stockouts)}; add zones to the spec or try another GPU type"
+            )
 
     def _live_nodes(self, spec: ClusterSpec) -> dict[int, Node]:
         """The cluster's nodes whose VM is pending or running, by index."""
@@ -296,25 +301,30 @@ class GcpProvider(Provider):
             live[index] = self._launched[instance.name]
         return live
 
-    def _send(self, spec: ClusterSpec, requests: list[PlannedRequest], live: dict[int, Node]
-              ) -> list[Node]:
+    def _send(self, spec: ClusterSpec, requests: list[PlannedRequest], live: dict[int, Node],
+              undo: LaunchUndo, give_up: float) -> list[Node]:
         """Send the inserts in order; a stock-out deletes the nodes they made (a partial
-        cluster is useless) so that the next zone gets the cluster whole."""
+        cluster is useless) so that the next zone gets the cluster whole; any other error
+        ends the launch (`undo` deletes what it made)."""
         nodes, new = dict(live), []
         try:
             for request in requests:
-                nodes[request.node] = self._insert(spec, request, nodes)
+                undo.sending()
+                nodes[request.node] = self._insert(spec, request, nodes, give_up)
                 new.append(nodes[request.node])
+                undo.made(nodes[request.node])
         except CapacityError:
             self.terminate(new)
+            undo.forget(new)
             raise
         return [nodes[i] for i in range(spec.nodes)]
 
-    def _insert(self, spec: ClusterSpec, request: PlannedRequest, nodes: dict[int, Node]) -> Node:
+    def _insert(self, spec: ClusterSpec, request: PlannedRequest, nodes: dict[int, Node],
+                give_up: float) -> Node:
         """Send one insert; should the internal address it asks for be taken, send it again
         without (the survivors will not find that new node 0)."""
         try:
-            return self._insert_once(spec, request, nodes)
+            return self._insert_once(spec, request, nodes, give_up)
         except (CapacityError, QuotaError, CredentialsError):
             raise
         except ProviderError:
@@ -324,10 +334,11 @@ class GcpProvider(Provider):
         instance = {**request.body["instance"], "networkInterfaces": [
             {k: v for k, v in interface.items() if k != "networkIP"}]}
         return self._insert_once(spec, replace(request, body={**request.body,
-                                                               "instance": instance}), nodes)
+                                                               "instance": instance}), nodes,
+                                 give_up)
 
     def _insert_once(self, spec: ClusterSpec, request: PlannedRequest,
-                     nodes: dict[int, Node]) -> Node:
+                     nodes: dict[int, Node], give_up: float) -> Node:
         instances, _ = self._clients()
         launched_at = self._clock()
         body = fill(request.body, {**sent_values(launched_at, nodes), PROJECT: self.project})
@@ -337,7 +348,7 @@ class GcpProvider(Provider):
                 operation = instances.insert_unary(
                     project=body["project"], zone=zone, instance_resource=gcp.instance(
                         body["instance"]), **gcp.call_options())
-            self._wait(operation, zone)
+            self._wait(operation, zone, give_up)
         except ConflictError:
             pass  # it exists already: launch is idempotent
         with gcp.errors(f"reading {name} in {zone}"):
@@ -366,24 +377,26 @@ class GcpProvider(Provider):
             labels=dict(instance.labels),
         )
 
-    def _wait(self, operation, zone: str) -> None:
-        """Wait for a zone operation, at most gcp.SETTINGS.operation_deadline_s; raise the
-        provider error its error codes mean."""
+    def _wait(self, operation, zone: str, give_up: float | None = None) -> None:
+        """Wait for a zone operation until `give_up` (time.monotonic()), by default
+        gcp.SETTINGS.operation_deadline_s from now; raise the provider error its error
+        codes mean."""
         done = gcp.compute().Operation.Status.DONE
         _, operations = self._clients()
         deadline_s = gcp.SETTINGS.operation_deadline_s
-        give_up = time.monotonic() + deadline_s
+        give_up = give_up or time.monotonic() + deadline_s
         while operation.status != done:
             if time.monotonic() >= give_up:
                 raise ProviderError(
-                    f"GCP operation {operation.name} in {zone} is not done after "
-                    f"{deadline_s:g}s; look at it with `gcloud compute operations describe "
+                    f"GCP operation {operation.name} in {zone} is not done within the "
+                    f"{deadline_s:g}s allowed; look at it with `gcloud compute operations describe "
                     f"{operation.name} --zone {zone}` and re-run (launch and terminate are "
                     "idempotent)")
             with gcp.errors(f"waiting for {operation.name} in {zone}"):
+                wait_s = min(gcp.SETTINGS.wait_timeout_s, max(1.0, give_up - time.monotonic()))
                 operation = operations.wait(project=self.project, zone=zone,
                                             operation=operation.name,
-                                            **gcp.call_options(gcp.SETTINGS.wait_timeout_s))
+                                            **gcp.call_options(wait_s))
         error = gcp.operation_error(operation, zone)
         if error is not None:
             raise error
@@ -477,9 +490,10 @@ class GcpProvider(Provider):
                 pending.append((op, node.zone))
             except NotFoundError:
                 continue  # gone already
+        give_up = time.monotonic() + gcp.SETTINGS.operation_deadline_s  # all of them together
         for op, zone in pending:
             try:
-                self._wait(op, zone)
+                self._wait(op, zone, give_up)
             except NotFoundError:
                 pass
 

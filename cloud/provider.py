@@ -10,12 +10,16 @@ passed to the constructor, never created at import.
 from __future__ import annotations
 
 import abc
+import logging
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
 
 from gpuadvisor.errors import GpuAdvisorError
+
+log = logging.getLogger(__name__)
 
 # Label keys; GCP allows lowercase letters, digits, '-' and '_' in keys and values.
 SWEEP_LABEL = "gpuadvisor-sweep"
@@ -40,9 +44,14 @@ def cluster_name(sweep: str, trial: str) -> str:
 
 
 class ProviderError(GpuAdvisorError):
-    """A provider call that failed for a reason the user can act on; the message says how."""
+    """A provider call that failed for a reason the user can act on; the message says how.
+    `nodes`: what a failed launch made and could not terminate, for the caller to try again."""
 
     exit_code = 2
+
+    def __init__(self, message: str = "", nodes: Iterable[Node] = ()):
+        super().__init__(message)
+        self.nodes = list(nodes)
 
 
 class CapacityError(ProviderError):
@@ -139,6 +148,61 @@ class PlannedRequest:
     node: int
     body: dict[str, Any]
     where: dict[str, Any] = field(default_factory=dict)  # not sent: region, zones in order
+
+
+class LaunchUndo:
+    """A launch that fails part way leaves nothing behind. Inside `with LaunchUndo(...)`, a
+    launch notes each node it makes (`made`) and each create request it sends (`sending`);
+    on any error the nodes made, and the cluster's other live nodes not in `keep` (one whose
+    answer was lost on the way), are terminated and the error says so. Should that fail,
+    the ProviderError carries them (`nodes`) for the caller to terminate."""
+
+    def __init__(self, provider: Provider, live_nodes: Callable[[], list[Node]],
+                 keep: Iterable[str] = ()):
+        self.provider, self.live_nodes, self.keep = provider, live_nodes, set(keep)
+        self.nodes: dict[str, Node] = {}
+        self.sent = False
+
+    def sending(self) -> None:
+        self.sent = True
+
+    def made(self, node: Node) -> None:
+        self.nodes[node.id] = node
+
+    def forget(self, nodes: Iterable[Node]) -> None:
+        """Nodes the launch terminated itself (a zone without capacity)."""
+        for node in nodes:
+            self.nodes.pop(node.id, None)
+
+    def __enter__(self) -> LaunchUndo:
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        if error is None or not self.sent:
+            return False
+        note, alive = self._undo()
+        if isinstance(error, ProviderError) and note:
+            raise type(error)(f"{error}; {note}", [*error.nodes, *alive]) from None
+        if alive:  # an interrupt or a bug: the error stays as it is, the leak is told
+            log.error("%s", note)
+        return False
+
+    def _undo(self) -> tuple[str, list[Node]]:
+        doomed = {i: n for i, n in self.nodes.items() if i not in self.keep}
+        try:
+            doomed.update({n.id: n for n in self.live_nodes() if n.id not in self.keep})
+        except ProviderError:
+            pass  # the nodes it knows of are ended all the same
+        if not doomed:
+            return "", []
+        ids = ", ".join(sorted(doomed))
+        try:
+            self.provider.terminate(list(doomed.values()))
+        except ProviderError as exc:
+            return (f"the {len(doomed)} node(s) it launched ({ids}) could not be terminated "
+                    f"({exc}); run `profiler cleanup --provider {self.provider.name}`",
+                    list(doomed.values()))
+        return f"terminated the {len(doomed)} node(s) it had launched ({ids})", []
 
 
 # What a plan cannot know before its requests go out; `launch` fills them in as it sends.

@@ -130,7 +130,9 @@ def load(spec: SpecInput, **overrides: Any) -> SweepSpec:
 def _provider(spec: SweepSpec) -> Provider:
     from cloud.registry import make_provider
 
-    return make_provider(spec.provider)
+    # A cloud provider works in the spec's region: launch, events, clean-up alike.
+    return make_provider(spec.provider, **({"region": spec.region}
+                                           if spec.provider != "local" else {}))
 
 
 def _results(spec: SweepSpec, store: str | Path) -> str:

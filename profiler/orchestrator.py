@@ -47,6 +47,10 @@ class BudgetExceeded(GpuAdvisorError):
     exit_code = 3
 
 
+class UnknownPrice(BudgetExceeded):
+    """--max-cost cannot be kept: a trial's offering has no known price."""
+
+
 @dataclass
 class SweepOutcome:
     finished: list[str] = field(default_factory=list)
@@ -123,10 +127,12 @@ def deadline_s(trial: Trial, provider: Provider) -> float:
 
 
 def price_per_node_hour(provider: str, trial: Trial) -> float | None:
-    """USD per node-hour: 0 on this machine, the catalog's price on a cloud (None if the
-    catalog does not list the offering)."""
+    """USD per node-hour: 0 on this machine; on a cloud the spec's `price_per_hour`, else the
+    catalog's price (None, unknown, if the catalog does not list the offering)."""
     if provider == "local":
         return 0.0
+    if trial.price_per_hour is not None:
+        return trial.price_per_hour
     from cloud.catalog import CatalogError, price
 
     try:
@@ -136,9 +142,25 @@ def price_per_node_hour(provider: str, trial: Trial) -> float | None:
         raise ProviderError(f"{exc} (in the spec: gpu_type, gpus_per_node)") from None
 
 
-def estimated_cost(provider: Provider, trial: Trial) -> float:
-    price = price_per_node_hour(provider.name, trial) or 0.0
+def estimated_cost(provider: Provider, trial: Trial) -> float | None:
+    """USD for the trial at its deadline; None when its price is unknown (never $0)."""
+    price = price_per_node_hour(provider.name, trial)
+    if price is None:
+        return None
     return price * trial.nodes * (PLANNED_STARTUP_S + deadline_s(trial, provider)) / 3600
+
+
+def check_prices_known(provider: Provider, trials: list[Trial]) -> None:
+    """Raise UnknownPrice, before anything is launched, for the first trial whose price the
+    catalog lacks: a budget cannot be kept on an unknown price."""
+    for trial in trials:
+        if price_per_node_hour(provider.name, trial) is None:
+            market = "spot" if trial.spot else "on-demand"
+            where = f"in {trial.region}" if trial.region else "with no region in the spec"
+            raise UnknownPrice(
+                f"--max-cost cannot be kept: the catalog has no {market} price for "
+                f"{trial.instance_type} {where}; add it to the catalog (`advisor catalog "
+                "import skypilot`), or give `price_per_hour: USD` (per node) in the spec")
 
 
 def dry_run_sweep(spec: SweepSpec, provider: Provider, results: str
@@ -155,6 +177,11 @@ def run_sweep(spec: SweepSpec, store: Store, provider: Provider, results: str, *
     outcome = SweepOutcome()
     trials = spec.trials()
     finished = store.finished_trial_keys(spec.name)
+    pending = [t for t in trials if t.key not in finished]
+    if pending:  # a request that would be refused (a credential in it) stops the sweep here
+        provider.plan(cluster_spec(spec, pending[0], provider, results))
+    if max_cost is not None:
+        check_prices_known(provider, pending)
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         for number, trial in enumerate(trials, 1):
@@ -225,6 +252,8 @@ class TrialRun:
             status = "finished" if error is None else "failed"
         except ProviderError as exc:
             error = str(exc)
+            # A launch that failed part way and could not end what it made: try again below.
+            self.launched.update({n.id: n for n in exc.nodes})
         except KeyboardInterrupt:
             status, error = "interrupted", "interrupted by the user"
             raise

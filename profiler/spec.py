@@ -99,6 +99,10 @@ class SweepSpec(_Strict):
     startup_timeout: float = Field(default=300, gt=0)  # s a node may take to train
     results: str | None = None  # sink URL for the records
     max_cost: float | None = Field(default=None, ge=0)  # USD for the whole sweep
+    price_per_hour: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False,
+        description="USD per node-hour, for an offering the catalog lacks (else the catalog's "
+                    "price is used); --max-cost is never checked against an unknown price")
     image: str | None = None
 
     @field_validator(*SCALAR_OR_LIST, mode="before")
@@ -203,7 +207,7 @@ class SweepSpec(_Strict):
             zones=tuple(self.zones), max_seconds=self.max_seconds, tolerance=self.tolerance,
             checkpoint_every=self.checkpoint_every, startup_timeout=self.startup_timeout,
             image=self.image, revoke_node=revocation.node if revocation else None,
-            revoke_at=revoke_at,
+            revoke_at=revoke_at, price_per_hour=self.price_per_hour,
         )
 
 
@@ -233,6 +237,7 @@ class Trial:
     image: str | None
     revoke_node: int | None  # None: no revocation in this trial
     revoke_at: float | None  # seconds after the cluster's first step
+    price_per_hour: float | None = None  # the spec's USD per node-hour; None: the catalog's
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -169,7 +169,7 @@ def test_clients_it_makes_retry_adaptively_within_timeouts(monkeypatch):
 
     for key, value in FAKE_CREDENTIALS.items():
         monkeypatch.setenv(key, value)
-    for made in AwsProvider("us-east-1")._clients():
+    for made in (AwsProvider("us-east-1")._client(s, "us-east-1") for s in ("ec2", "ssm")):
         config = made.meta.config
         assert config.retries == {"mode": "adaptive", "total_max_attempts": 9}  # 8 retries
         assert (config.connect_timeout, config.read_timeout) == (10.0, 60.0)
@@ -179,3 +179,30 @@ def test_missing_credentials_is_a_clear_error(monkeypatch, tmp_path):
     without_aws_credentials(monkeypatch, tmp_path)
     with pytest.raises(CredentialsError, match="aws configure"):
         AwsProvider("us-east-1").launch(spec())
+
+
+def test_instances_land_in_the_spec_region_not_the_default(aws, monkeypatch):
+    from fakes.aws import client
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws["endpoint"])  # clients the provider makes
+    west = {name: client(aws["endpoint"], name, "us-west-2") for name in ("ec2", "ssm")}
+    image = west["ec2"].register_image(Name="dlami-west", RootDeviceName="/dev/sda1")["ImageId"]
+    west["ssm"].put_parameter(Name=AMI_PARAMETER, Value=image, Type="String")
+    provider = AwsProvider(ami_parameter=AMI_PARAMETER)  # no region: boto3's is us-east-1
+    nodes = provider.launch(spec(region="us-west-2", zones=("us-west-2b",)))
+    assert {n.region for n in nodes} == {"us-west-2"} and {n.zone for n in nodes} == {"us-west-2b"}
+    assert instances(aws["ec2"]) == []  # nothing in the default region
+    assert {i["ImageId"] for i in instances(west["ec2"])} == {image}
+    cluster = nodes[0].cluster
+    assert set(provider.list(cluster).values()) <= {NodeState.PENDING, NodeState.RUNNING}
+    assert [e.kind for e in provider.poll_events(cluster)] == ["running", "running"]
+    assert AwsProvider("us-west-2").leftovers() and AwsProvider().leftovers() == []
+    provider.terminate(nodes)
+    assert {i["State"]["Name"] for i in instances(west["ec2"])} == {"terminated"}
+
+
+def test_region_follows_the_zones_when_the_spec_names_none(aws, monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws["endpoint"])
+    nodes = AwsProvider().launch(spec(region=None, zones=("eu-west-1a",), image="ami-12c6146b",
+                                      nodes=1))
+    assert nodes[0].region == "eu-west-1" and instances(aws["ec2"]) == []

@@ -1,5 +1,7 @@
 """Startup scripts: what they run, and that no credential ever travels in one."""
 
+import shlex
+
 import pytest
 
 from cloud.bootstrap import check_no_credentials, startup_script
@@ -42,3 +44,47 @@ def test_secret_shapes_are_refused(leak):
         check_no_credentials(f"echo {leak}", "startup script")
     with pytest.raises(ProviderError):
         startup_script(spec(note=leak), 0, provider="gcp", rendezvous_host=None)
+
+
+@pytest.mark.parametrize("source", [
+    "git+https://ghp_abcdefghijklmnopqrstuvwxyz0123@github.com/org/gpu-advisor.git",
+    "git+https://oauth2:glpat-abcdefghijklmnopqrstuv@gitlab.com/org/gpu-advisor.git",
+    "https://user:hunter2@pypi.example.com/simple/gpu-advisor/gpu_advisor-1.0-py3-none-any.whl",
+    "https://files.example.com/gpu_advisor-1.0-py3-none-any.whl?token=abc123",
+    "https://h.example.com/w.whl?X-Amz-Credential=AKID%2F20261124&X-Amz-Signature=abc",
+    "gpu-advisor @ https://example.com/w.whl?access_token=abc",
+])
+def test_an_install_source_with_a_credential_is_refused(source, monkeypatch):
+    monkeypatch.setenv("GPUADVISOR_INSTALL", source)
+    with pytest.raises(ProviderError, match="GPUADVISOR_INSTALL carries a credential") as error:
+        startup_script(spec(), 0, provider="aws", rendezvous_host=None)
+    assert "\n" not in str(error.value) and "s3://BUCKET/KEY.whl" in str(error.value)
+    assert "hunter2" not in str(error.value) and "abc123" not in str(error.value)
+
+
+@pytest.mark.parametrize("source", [
+    "gpu-advisor[profiler,aws]==1.2",
+    "https://files.example.com/gpu_advisor-1.0-py3-none-any.whl",
+    "git+https://github.com/org/gpu-advisor.git@v1.0",
+    "git+ssh://git@github.com/org/gpu-advisor.git",
+])
+def test_public_install_sources_are_installed_as_given(source):
+    script = startup_script(spec(), 0, provider="gcp", rendezvous_host=None, install=source)
+    assert f"/opt/gpuadvisor/bin/pip install --quiet {shlex.quote(source)}\n" in script
+
+
+@pytest.mark.parametrize(("provider", "source", "fetch"), [
+    ("aws", "s3://runs/wheels/gpu_advisor-1.0-py3-none-any.whl", "aws s3 cp"),
+    ("gcp", "gs://runs/wheels/gpu_advisor-1.0-py3-none-any.whl", "gcloud storage cp"),
+])
+def test_a_wheel_in_the_bucket_is_fetched_with_the_instance_identity(provider, source, fetch):
+    script = startup_script(spec(), 0, provider=provider, rendezvous_host=None, install=source)
+    wheel = "/tmp/gpu_advisor-1.0-py3-none-any.whl"
+    assert f"{fetch} {source} {wheel}\n" in script
+    assert f"pip install --quiet '{wheel}[profiler,gcp,aws]'\n" in script
+    other = "gcp" if provider == "aws" else "aws"
+    with pytest.raises(ProviderError, match="cannot be installed on"):
+        startup_script(spec(), 0, provider=other, rendezvous_host=None, install=source)
+    with pytest.raises(ProviderError, match=r"a wheel \(\.whl\)"):
+        startup_script(spec(), 0, provider=provider, rendezvous_host=None,
+                       install=source.removesuffix(".whl") + ".tar.gz")

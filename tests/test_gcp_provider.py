@@ -157,9 +157,13 @@ def test_an_operation_that_never_ends_times_out(gcp, monkeypatch):
     fake.hung_operations = True
     monkeypatch.setattr(adaptor, "SETTINGS", adaptor.Settings(operation_deadline_s=0.2))
     with pytest.raises(ProviderError, match=r"^GCP operation operation-1 in us-central1-a is "
-                                            r"not done after 0.2s; look at it with `gcloud"):
+                                            r"not done within the 0.2s allowed; look at it"
+                       ) as raised:
         provider.launch(spec(nodes=1))
     assert len(fake.calls("POST", "/operations/operation-1/wait")) >= 1
+    # Its deletion hangs as well: the error says so and carries the node for a later try.
+    assert "could not be terminated" in str(raised.value)
+    assert [n.id for n in raised.value.nodes] == ["gpuadv-s1-t1-0"]
 
 
 def test_launch_is_idempotent(gcp):

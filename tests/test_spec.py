@@ -56,6 +56,9 @@ def test_sampled_revocation_times_are_seeded_and_follow_the_mean():
     ({"provider": "gcp"}, "the gcp provider needs instance_types"),
     ({"name": "Smoke Test"}, "name: use 1-40 lowercase letters"),
     ({"max_seconds": 20}, "revocation.at_seconds 20 must be below max_seconds 20"),
+    ({"price_per_hour": -1}, "price_per_hour: Input should be greater than or equal to 0"),
+    ({"price_per_hour": float("inf")}, "price_per_hour: Input should be a finite number"),
+    ({"price_per_hour": float("nan")}, "price_per_hour: Input should be a finite number"),
 ])
 def test_bad_specs_name_the_field_and_the_fix(change, expected):
     raw = {**SMOKE, **change}
@@ -86,3 +89,10 @@ def test_unreadable_specs(tmp_path, text, expected):
         load_spec(path)
     with pytest.raises(SpecError, match="no such spec file"):
         load_spec(tmp_path / "missing.yaml")
+
+
+def test_an_explicit_price_reaches_every_trial_and_leaves_the_keys_alone():
+    plain = parse_spec(SMOKE).trials()
+    priced = parse_spec({**SMOKE, "price_per_hour": 3.06}).trials()
+    assert {t.price_per_hour for t in priced} == {3.06} and plain[0].price_per_hour is None
+    assert [t.key for t in priced] == [t.key for t in plain]  # the same measurements

@@ -29,6 +29,9 @@ class Settings:
     max_attempts: int = 8  # retries after the first try (botocore's Config meaning)
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 60.0
+    # A cluster's launch, all its RunInstances together: past it, no further node is asked
+    # for and the ones made are terminated (each call is bounded by the settings above).
+    launch_deadline_s: float = 900.0
 
 
 SETTINGS = Settings()

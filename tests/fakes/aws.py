@@ -63,10 +63,10 @@ def reset(endpoint: str) -> None:
     urllib.request.urlopen(urllib.request.Request(endpoint + "/moto-api/reset", method="POST"))
 
 
-def client(endpoint: str, service: str):
+def client(endpoint: str, service: str, region: str = REGION):
     import boto3
 
-    return boto3.client(service, region_name=REGION, endpoint_url=endpoint,
+    return boto3.client(service, region_name=region, endpoint_url=endpoint,
                         aws_access_key_id="testing", aws_secret_access_key="testing")
 
 
@@ -120,3 +120,38 @@ def without_aws_credentials(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def write_spec(tmp_path, image: str, region: str = "us-east-1", nodes: str = "[1, 2]",
+               extra: str = "", instance: str = "g4dn.xlarge") -> str:
+    """An AWS sweep spec whose nodes never report (moto's instances run nothing)."""
+    path = tmp_path / "aws.yaml"
+    path.write_text(f"""
+name: silent-nodes
+provider: aws
+models: [resnet18]
+nodes: {nodes}
+batch_per_gpu: 16
+instance_types: [{instance}]
+gpus_per_node: 1
+region: {region}
+zones: [{region}a, {region}b]
+spot: true
+image: {image}
+startup_timeout: 2
+max_seconds: 5
+results: s3://results/runs
+{extra}""")
+    return str(path)
+
+
+def sweep(tmp_path, spec: str, *options: str):
+    """`profiler sweep SPEC --store tmp_path/runs.db OPTIONS` in this process."""
+    from typer.testing import CliRunner
+
+    from profiler.cli import COMMAND_MODULES, app
+
+    for name in COMMAND_MODULES:
+        __import__(f"profiler.cli.{name}")
+    return CliRunner().invoke(app, ["sweep", spec, "--store", str(tmp_path / "runs.db"),
+                                    *options])

@@ -6,7 +6,8 @@ just enough state for instances to be created, listed, preempted and deleted.
 Scripted failures: `stockout_zones` (the insert operation ends ZONE_RESOURCE_POOL_EXHAUSTED),
 `quota_zones` (it ends QUOTA_EXCEEDED), `failures` (the next requests, whatever they are,
 answer these HTTP statuses, e.g. [503, 503]), `hung_operations` (`wait` answers the operation
-still RUNNING). Internal addresses are never handed out twice unless
+still RUNNING), `insert_faults` (the Nth insert, from 1, meets a fault of INSERT_FAULTS).
+Internal addresses are never handed out twice unless
 an insert asks for a free one by `networkIP` (one in use ends IP_IN_USE_BY_ANOTHER_RESOURCE).
 Every request is kept in `requests`.
 """
@@ -29,6 +30,17 @@ ZONE_PATH = re.compile(r"^/compute/v1/projects/([^/]+)/zones/([^/]+)/(instances|
                        r"(?:/([^/]+))?(?:/(\w+))?$")
 AGGREGATED = re.compile(r"^/compute/v1/projects/([^/]+)/aggregated/instances$")
 STATUS_STEPS = ["PROVISIONING", "STAGING", "RUNNING"]
+DROP = object()  # the status of an answer lost on the way: the connection closes unanswered
+# fault -> how the insert meets it: its operation ends with that error, an HTTP error comes
+# back instead, the instance is made and the answer lost, or its operation never ends.
+INSERT_FAULTS = {
+    "quota": "operation_quota", "stockout": "operation_stockout",
+    "forbidden": (403, "Required 'compute.instances.create' permission for "
+                  "'projects/test-project/zones/us-central1-a/instances'"),
+    "unauthenticated": (401, "Request had invalid authentication credentials."),
+    "internal": (500, "Internal error. Please try again or contact Google Support."),
+    "drop": DROP, "hang": "hang",
+}
 
 
 def recorded(name: str, **values: str) -> dict:
@@ -52,6 +64,8 @@ class FakeCompute:
     quota_zones: set[str] = field(default_factory=set)
     failures: list[int] = field(default_factory=list)
     hung_operations: bool = False
+    insert_faults: dict[int, str] = field(default_factory=dict)
+    inserts: int = 0
     requests: list[Request] = field(default_factory=list)
     instances: dict[tuple[str, str], dict] = field(default_factory=dict)  # (zone, name)
     operations: dict[str, dict] = field(default_factory=dict)
@@ -79,14 +93,21 @@ class FakeCompute:
                                ADDRESS=op.get("_address", "")))
         return op
 
-    def insert(self, project, zone, body) -> tuple[int, dict]:
+    def insert(self, project, zone, body) -> tuple[int | object, dict]:
+        self.inserts += 1
+        fault = INSERT_FAULTS[self.insert_faults[self.inserts]] \
+            if self.inserts in self.insert_faults else None
+        if isinstance(fault, tuple):
+            status, message = fault
+            return status, {"error": {"code": status, "message": message}}
         name = body["name"]
         if (zone, name) in self.instances:
             return 409, recorded("error_conflict", PROJECT=project, ZONE=zone, NAME=name)
         wanted = body.get("networkInterfaces", [{}])[0].get("networkIP")
         in_use = {nic["networkIP"] for i in self.instances.values()
                   for nic in i.get("networkInterfaces", [])}
-        failure = "operation_stockout" if zone in self.stockout_zones else (
+        failure = fault if fault in ("operation_quota", "operation_stockout") else \
+            "operation_stockout" if zone in self.stockout_zones else (
             "operation_quota" if zone in self.quota_zones else
             "operation_ip_in_use" if wanted in in_use else None)
         op = self._operation(project, zone, name, failure=failure)
@@ -102,7 +123,8 @@ class FakeCompute:
         for nic in instance.get("networkInterfaces", []):
             nic["networkIP"] = address  # GCP assigns the internal address
         self.instances[(zone, name)] = instance
-        return 200, _public(op)
+        op["_hung"] = fault == "hang"
+        return (DROP if fault is DROP else 200), _public(op)
 
     def observe(self, instance: dict) -> dict:
         """Each look at an instance moves it one step along PROVISIONING -> STAGING -> RUNNING."""
@@ -142,7 +164,8 @@ class FakeCompute:
         if collection == "operations":
             if name and verb == "wait":
                 op = self.operations[name]
-                return 200, _public(op if self.hung_operations else self._finish(op))
+                hung = self.hung_operations or op.get("_hung")
+                return 200, _public(op if hung else self._finish(op))
             ops = [o for o in self.operations.values()
                    if _zone_of(o) == zone and _matches(o, query)]
             return 200, {"kind": "compute#operationList", "items": [_public(o) for o in ops]}
@@ -203,6 +226,9 @@ def serve(fake: FakeCompute) -> tuple[ThreadingHTTPServer, str]:
             with lock:
                 status, payload = fake.handle(self.command, self.path,
                                               json.loads(raw) if raw else None)
+            if status is DROP:
+                self.close_connection = True
+                return
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
