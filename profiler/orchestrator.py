@@ -48,7 +48,7 @@ class BudgetExceeded(GpuAdvisorError):
 
 
 class UnknownPrice(BudgetExceeded):
-    """--max-cost cannot be kept: a trial's offering has no known price."""
+    """max_cost cannot be kept: a trial's offering has no known price."""
 
 
 @dataclass
@@ -158,9 +158,10 @@ def check_prices_known(provider: Provider, trials: list[Trial]) -> None:
             market = "spot" if trial.spot else "on-demand"
             where = f"in {trial.region}" if trial.region else "with no region in the spec"
             raise UnknownPrice(
-                f"--max-cost cannot be kept: the catalog has no {market} price for "
+                f"max_cost cannot be kept: the catalog has no {market} price for "
                 f"{trial.instance_type} {where}; add it to the catalog (`advisor catalog "
-                "import skypilot`), or give `price_per_hour: USD` (per node) in the spec")
+                "import skypilot`), or give `price_per_hour: USD` (per node) in the spec",
+                "max_cost")
 
 
 def dry_run_sweep(spec: SweepSpec, provider: Provider, results: str
