@@ -9,6 +9,7 @@ and one `BEGIN IMMEDIATE` transaction per write keep every row.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
@@ -161,6 +162,9 @@ TABLES: dict[str, dict[str, str]] = {
 
 JSON_COLUMNS = {"software", "extra"}
 SCHEMA_VERSION = len(MIGRATIONS)
+# PRAGMA application_id of a measurement store ("GPAD"); stores made before it was set carry 0
+# and are told apart by their schema version and tables.
+APPLICATION_ID = 0x47504144
 
 
 class StoreError(Exception):
@@ -172,23 +176,69 @@ def now_iso() -> str:
 
 
 class Store:
-    """An open measurement store. Use as a context manager or call `close()`."""
+    """An open measurement store. Use as a context manager or call `close()`.
 
-    def __init__(self, path: str | Path, *, timeout_s: float = 60.0):
+    `create=False` opens only a store that exists (readers, and commands that must not make
+    one by accident); `readonly=True` reads through a `mode=ro` connection, so a store on a
+    read-only file or medium can be read, and nothing is ever written to it. A file that is
+    not a measurement store (another program's SQLite database, or any other file) is
+    refused before anything is written to it.
+    """
+
+    def __init__(self, path: str | Path, *, timeout_s: float = 60.0, create: bool = True,
+                 readonly: bool = False):
         self.path = Path(path)
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory; give a file path such as runs.db")
+        empty = not self.path.exists() or self.path.stat().st_size == 0
+        if empty and (readonly or not create):
+            raise StoreError(f"no measurement store at {self.path}; give the --store a sweep "
+                             "or an import wrote (profiler sweep SPEC --store runs.db)")
+        self.readonly = readonly
         try:
-            self._db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
-            self._db.row_factory = sqlite3.Row
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._migrate()
+            if readonly:
+                self._open_readonly(timeout_s)
+            else:
+                self._db = _connect(str(self.path), timeout_s)
+                self._check_identity()
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA foreign_keys=ON")
+                self._migrate()
         except sqlite3.DatabaseError as exc:
             raise StoreError(
                 f"{self.path} is not a measurement store ({exc}); give another --store path"
             ) from None
+
+    def _open_readonly(self, timeout_s: float) -> None:
+        """A read-only connection; a store older than this program is upgraded first when
+        its file can be written (the upgrade only adds tables and columns)."""
+        uri = f"{self.path.resolve().as_uri()}?mode=ro"
+        self._db = _connect(uri, timeout_s, uri=True)
+        self._check_identity()
+        version = self.schema_version
+        if version < SCHEMA_VERSION:
+            self._db.close()
+            if not os.access(self.path, os.W_OK):
+                raise StoreError(
+                    f"{self.path} has schema version {version}, older than "
+                    f"this program's {SCHEMA_VERSION}, and is read-only; make it writable "
+                    "once so that it can be upgraded")
+            Store(self.path, timeout_s=timeout_s).close()
+            self._db = _connect(uri, timeout_s, uri=True)
+
+    def _check_identity(self) -> None:
+        """Refuse a database that is not a measurement store: another application's id, or
+        tables without this schema's version mark."""
+        app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        tables = {row[0] for row in self._db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")} - {"sqlite_sequence"}
+        foreign = app_id not in (0, APPLICATION_ID) or (version == 0 and tables) or (
+            version > 0 and "trials" not in tables)
+        if foreign:
+            self._db.close()
+            raise StoreError(f"{self.path} is an SQLite database but not a measurement store; "
+                             "give another --store path (it was left untouched)")
 
     def __enter__(self) -> Store:
         return self
@@ -201,13 +251,21 @@ class Store:
 
     @contextmanager
     def _write(self):
-        self._db.execute("BEGIN IMMEDIATE")
+        if self.readonly:
+            raise StoreError(f"{self.path} was opened read-only")
         try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise StoreError(f"cannot write to {self.path} ({exc}); free space or fix its "
+                             "permissions, then run the command again") from None
 
     def _migrate(self) -> None:
         with self._write() as db:
@@ -221,6 +279,7 @@ class Store:
                 for statement in _statements(MIGRATIONS[number]):
                     db.execute(statement)
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            db.execute(f"PRAGMA application_id={APPLICATION_ID}")
 
     @property
     def schema_version(self) -> int:
@@ -286,6 +345,13 @@ class Store:
             (sweep,),
         )
         return {row[0] for row in rows}
+
+
+def _connect(database: str, timeout_s: float, uri: bool = False) -> sqlite3.Connection:
+    db = sqlite3.connect(database, timeout=timeout_s, isolation_level=None, uri=uri)
+    db.row_factory = sqlite3.Row
+    db.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
+    return db
 
 
 def _statements(script: str) -> list[str]:

@@ -44,10 +44,13 @@ def fit(
         advisor fit --store m.db --exclude-software pytorch-20.06
     """
     from advisor.fitting import fit_store, write_artifact
+    from gpuadvisor.overwrite import overwrite_problem
 
     if not store.is_file():
         fail(f"no measurement store at {store}; make one with `profiler sweep` or "
              "`advisor data import ... --store {store}`")
+    if problem := overwrite_problem(output, "artifact"):
+        fail(problem)
     from advisor.features import FeatureError
     from gpuadvisor.store import StoreError
 

@@ -1,0 +1,127 @@
+"""Faults around the measurement store: an output flag pointed at a store, a file that is not
+a store given as --store, an empty file, a read-only store, a full disk. The store (or the
+other file) must come out byte for byte as it went in, with a one-line error."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+
+import pytest
+from typer.testing import CliRunner
+
+import advisor.cli as advisor_cli
+import profiler.cli as profiler_cli
+from gpuadvisor.store import Store, StoreError
+
+for _name in profiler_cli.COMMAND_MODULES:
+    __import__(f"profiler.cli.{_name}")
+for _name in advisor_cli.COMMAND_MODULES:
+    __import__(f"advisor.cli.{_name}")
+
+runner = CliRunner()
+TRIAL = {"trial_key": "k1", "sweep": "s", "status": "finished", "source": "local",
+         "model": "resnet18", "nodes": 1, "throughput": 10.0}
+
+
+def digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def one_line_error(result) -> str:
+    text = result.output.strip()
+    assert result.exit_code == 2, text
+    assert "Traceback" not in text and len(text.splitlines()) == 1, text
+    return text
+
+
+@pytest.fixture
+def store(tmp_path):
+    path = tmp_path / "runs.db"
+    with Store(path) as opened:
+        opened.add_trial(TRIAL)
+    return path
+
+
+def test_output_flags_refuse_to_overwrite_a_store(store, tmp_path):
+    before = digest(store)
+    runs = runner.invoke(profiler_cli.app, ["runs", "--store", str(store), "--format", "json",
+                                            "-o", str(store)])
+    assert "SQLite database" in one_line_error(runs)
+    fit = runner.invoke(advisor_cli.app, ["fit", "--store", str(store), "-o", str(store)])
+    assert "SQLite database" in one_line_error(fit)
+    assert digest(store) == before
+    with Store(store, readonly=True) as opened:
+        assert len(opened.rows("trials")) == 1
+
+
+def test_output_flags_replace_only_what_the_command_writes(store, tmp_path):
+    notes = tmp_path / "notes.bin"
+    notes.write_bytes(b"\x00\x01 not json")
+    refused = runner.invoke(profiler_cli.app, ["runs", "--store", str(store), "--format",
+                                               "json", "-o", str(notes)])
+    assert "is not JSON" in one_line_error(refused)
+    assert notes.read_bytes() == b"\x00\x01 not json"
+    not_artifact = tmp_path / "list.json"
+    not_artifact.write_text("[1, 2]")
+    fit = runner.invoke(advisor_cli.app, ["fit", "--store", str(store), "-o",
+                                          str(not_artifact)])
+    assert "model artifact" in one_line_error(fit)
+    earlier = tmp_path / "earlier.json"  # an earlier export of the same command: replaced
+    earlier.write_text("[]")
+    again = runner.invoke(profiler_cli.app, ["runs", "--store", str(store), "--format", "json",
+                                             "-o", str(earlier)])
+    assert again.exit_code == 0, again.output
+    assert json.loads(earlier.read_text())[0]["trial_key"] == "k1"
+
+
+def test_a_foreign_sqlite_file_is_never_written(tmp_path):
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE people (name TEXT)")
+        db.execute("INSERT INTO people VALUES ('ada')")
+    db.close()
+    before = digest(other)
+    for readonly in (False, True):
+        with pytest.raises(StoreError, match="not a measurement store"):
+            Store(other, readonly=readonly)
+    runs = runner.invoke(profiler_cli.app, ["runs", "--store", str(other)])
+    assert "not a measurement store" in one_line_error(runs)
+    exported = tmp_path / "trials.json"
+    exported.write_text("[]")
+    imported = runner.invoke(advisor_cli.app, ["data", "import", "runs", str(exported),
+                                               "--store", str(other)])
+    assert "not a measurement store" in one_line_error(imported)
+    assert digest(other) == before
+    with sqlite3.connect(other) as db:
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master")]
+    db.close()
+    assert tables == ["people"]
+
+
+def test_readers_never_turn_an_empty_file_into_a_store(tmp_path):
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    runs = runner.invoke(profiler_cli.app, ["runs", "--store", str(empty)])
+    assert "no measurement store" in one_line_error(runs)
+    fit = runner.invoke(advisor_cli.app, ["fit", "--store", str(empty), "-o",
+                                          str(tmp_path / "a.json")])
+    assert fit.exit_code != 0 and "Traceback" not in fit.output
+    assert empty.stat().st_size == 0
+    with pytest.raises(StoreError, match="no measurement store"):
+        Store(empty, create=False)
+
+
+def test_a_read_only_store_is_read_through_a_read_only_connection(store):
+    store.chmod(0o444)
+    before = digest(store)
+    listed = runner.invoke(profiler_cli.app, ["runs", "--store", str(store), "--format", "json"])
+    assert listed.exit_code == 0, listed.output
+    assert json.loads(listed.output)[0]["trial_key"] == "k1"
+    with Store(store, readonly=True) as opened:
+        with pytest.raises(StoreError, match="read-only"):
+            opened.add_trial(TRIAL)
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            opened._db.execute("INSERT INTO models (model, source) VALUES ('m', 'x')")
+    assert digest(store) == before
