@@ -257,13 +257,12 @@ class Store:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
+                self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:  # SQLite rolls back itself on a full disk
+                    self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
         except sqlite3.OperationalError as exc:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
             raise StoreError(f"cannot write to {self.path} ({exc}); free space or fix its "
                              "permissions, then run the command again") from None
 
@@ -297,15 +296,20 @@ class Store:
     ) -> int:
         """Append one trial and its child rows in one transaction; returns the trial id."""
         with self._write() as db:
-            trial_id = _insert(db, "trials", {"recorded_at": now_iso(), **trial})
-            for table, rows in (
-                ("revocations", revocations),
-                ("startups", startups),
-                ("checkpoints", checkpoints),
-            ):
-                for row in rows:
-                    _insert(db, table, {"source": trial.get("source"), **row, "trial_id": trial_id})
-        return trial_id
+            return _insert_trial(db, trial, {"revocations": revocations, "startups": startups,
+                                             "checkpoints": checkpoints})
+
+    def add_trial_once(self, rows: Mapping[str, Any]) -> int | None:
+        """Store a trial kept in a sink (the orchestrator's `trial` record: its row, with
+        extra.attempt, and its child rows) unless that attempt is stored already; returns
+        the new trial id, or None. Checked and written in one transaction: two ingests of
+        one sink at once store it once."""
+        trial = rows["trial"]
+        with self._write() as db:
+            if _has_attempt(db, trial.get("sweep"), trial["trial_key"],
+                            trial["extra"]["attempt"]):
+                return None
+            return _insert_trial(db, trial, rows)
 
     def add_rows(self, table: str, rows: Iterable[Mapping[str, Any]]) -> int:
         """Append many rows to one table in one transaction; returns how many."""
@@ -345,6 +349,21 @@ class Store:
             (sweep,),
         )
         return {row[0] for row in rows}
+
+
+def _insert_trial(db: sqlite3.Connection, trial: Mapping[str, Any],
+                  children: Mapping[str, Iterable[Mapping[str, Any]]]) -> int:
+    trial_id = _insert(db, "trials", {"recorded_at": now_iso(), **trial})
+    for table in ("revocations", "startups", "checkpoints"):
+        for row in children.get(table, ()):
+            _insert(db, table, {"source": trial.get("source"), **row, "trial_id": trial_id})
+    return trial_id
+
+
+def _has_attempt(db: sqlite3.Connection, sweep: str | None, key: str, attempt: str) -> bool:
+    return db.execute(
+        "SELECT 1 FROM trials WHERE sweep IS ? AND trial_key = ? "
+        "AND json_extract(extra, '$.attempt') = ?", (sweep, key, attempt)).fetchone() is not None
 
 
 def _connect(database: str, timeout_s: float, uri: bool = False) -> sqlite3.Connection:

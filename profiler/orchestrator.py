@@ -11,6 +11,7 @@ import logging
 import shutil
 import signal
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ from cloud.provider import (
     ProviderError,
     ProviderEvent,
 )
-from gpuadvisor.store import Store, now_iso
+from gpuadvisor.records import make as make_record
+from gpuadvisor.store import Store, StoreError, now_iso
 from profiler import ingest
 from profiler.progress import SweepDisplay, trial_phase
 from profiler.revocation import Revoker
@@ -213,6 +215,7 @@ class TrialRun:
         self.launches: list[Node] = []
         self.running: list[ProviderEvent] = []  # the provider's `running` events
         self.records: list[dict] = []
+        self.attempt = uuid.uuid4().hex  # tells this attempt's stored rows from any other's
 
     def run(self, store: Store) -> dict[str, Any]:
         status, error = "failed", None
@@ -324,6 +327,35 @@ class TrialRun:
         self.sink.close()
 
     def _store(self, store: Store, status: str, error: str | None) -> dict[str, Any]:
+        """Store the trial. Its rows go to the sink first, as a `trial` record, so that a
+        store that cannot be written (a full disk) loses nothing: `profiler ingest` stores
+        them later."""
+        rows = self._rows(status, error)
+        kept = self._keep_in_sink(rows)
+        try:
+            trial_id = store.add_trial_once(rows)
+        except StoreError as exc:
+            sink = self.cluster.agent_config["sink"]
+            raise StoreError(
+                f"trial {self.trial.key} ({rows['trial']['status']}) was not stored: {exc}. "
+                + (f"Its rows are kept in {sink}: once the store can be written, run "
+                   f"`profiler ingest {sink} --store {store.path}`" if kept else
+                   "The sink could not keep its rows either; re-run the sweep")) from None
+        return {**rows["trial"], "id": trial_id}
+
+    def _keep_in_sink(self, rows: dict[str, Any]) -> bool:
+        try:
+            self.sink.append(make_record("trial", node=0, rank=None, restart=0,
+                                         attempt=rows["trial"]["extra"]["attempt"], rows=rows))
+            self.sink.close()
+        except (OSError, ProviderError) as exc:  # SinkError is a ProviderError
+            log.warning("%s: the trial's rows could not be kept in the sink (%s)",
+                        self.cluster.cluster, exc)
+            return False
+        return True
+
+    def _rows(self, status: str, error: str | None) -> dict[str, Any]:
+        """The trial's row and its revocations, start-ups and checkpoints."""
         trial, records = self.trial, self.records
         result = ingest.final_result(records)
         row: dict[str, Any] = {}
@@ -333,6 +365,7 @@ class TrialRun:
                 status, error = "failed", problem
         row.update({
             "trial_key": trial.key, "sweep": trial.sweep, "status": status, "error": error,
+            "recorded_at": now_iso(),
             "source": self.provider.name, "provider": self.provider.name,
             "region": trial.region, "instance_type": trial.instance_type,
             "gpu_type": trial.gpu_type or _gpu_type(result), "gpus_per_node": trial.gpus_per_node,
@@ -342,7 +375,7 @@ class TrialRun:
             "precision": trial.precision, "image_size": trial.image_size,
             "seq_len": trial.seq_len,
             "extra": {**row.get("extra", {}), "trial": trial.as_dict(),
-                      "cluster": self.cluster.cluster},
+                      "cluster": self.cluster.cluster, "attempt": self.attempt},
         })
         revocations = [ingest.revocation_row(records, seen) for seen in self.revoker.seen]
         launches = [ingest.NodeLaunch(n.index, n.launched_at, n.zone,
@@ -354,9 +387,8 @@ class TrialRun:
                     for s in ingest.startup_rows(records, launches)]
         checkpoints = [{**c, "recorded_at": now_iso()} for c in
                        ingest.checkpoint_rows(records, trial.model, _params(trial.model))]
-        row["id"] = store.add_trial(row, revocations=revocations, startups=startups,
-                                    checkpoints=checkpoints)
-        return row
+        return {"trial": row, "revocations": revocations, "startups": startups,
+                "checkpoints": checkpoints}
 
 
 def _gpu_type(result: dict | None) -> str | None:

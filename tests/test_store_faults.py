@@ -125,3 +125,73 @@ def test_a_read_only_store_is_read_through_a_read_only_connection(store):
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
             opened._db.execute("INSERT INTO models (model, source) VALUES ('m', 'x')")
     assert digest(store) == before
+
+
+def full_disk(store: Store) -> None:
+    """SQLite's own SQLITE_FULL: the trials table's only page is filled and the file may not
+    grow (PRAGMA max_page_count), as a store on a full disk."""
+    store.add_trial({**TRIAL, "sweep": "filler", "extra": "x" * 3800})
+    pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+    store._db.execute(f"PRAGMA max_page_count={pages}")
+
+
+def test_a_trial_that_cannot_be_stored_is_kept_in_the_sink_and_ingested_once(
+        tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from test_orchestrator_polls import SPEC, Clock, CloudLike
+
+    from cloud.sinks import open_sink
+    from gpuadvisor.records import make
+    from profiler import orchestrator
+    from profiler.orchestrator import TrialRun
+    from profiler.progress import SweepDisplay
+    from profiler.spec import parse_spec
+
+    spec = parse_spec({k: v for k, v in SPEC.items() if k != "revocation"})
+    [trial] = spec.trials()
+    results = f"file://{tmp_path / 'records'}"
+    cluster = {}
+
+    def nodes_write(pause: int, now: float) -> None:
+        if pause == 1:
+            sink = open_sink(results, cluster["name"])
+            for node in (0, 1):
+                sink.append(make("first_step", node=node, rank=node, restart=0, t=now - 3))
+            sink.append(make("result", node=0, rank=0, restart=0, t=now, model="resnet18",
+                             batch_per_gpu=8, precision="fp32", world_size=2, device="cpu",
+                             throughput=50.0, steps_measured=40, stable=True))
+
+    clock = Clock(nodes_write)
+    monkeypatch.setattr(orchestrator, "time", SimpleNamespace(time=clock.time,
+                                                              sleep=clock.sleep))
+    path = tmp_path / "runs.db"
+    with Store(path) as store:
+        full_disk(store)
+        run = TrialRun(spec, trial, CloudLike(clock), results, SweepDisplay(1, enabled=False))
+        cluster["name"] = run.cluster.cluster
+        with pytest.raises(StoreError) as failure:
+            run.run(store)
+    message = str(failure.value)
+    assert "database or disk is full" in message and f"profiler ingest {results}" in message
+    assert "\n" not in message
+    with Store(path, readonly=True) as store:
+        assert [t["sweep"] for t in store.rows("trials")] == ["filler"]
+
+    first = runner.invoke(profiler_cli.app, ["ingest", results, "--store", str(path),
+                                             "--format", "json"])
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.output)["stored"] == [f"polls/{trial.key}"]
+    again = runner.invoke(profiler_cli.app, ["ingest", results, "--store", str(path)])
+    assert again.exit_code == 0 and "0 trial(s) stored, 1 already" in again.output
+    with Store(path, readonly=True) as store:
+        [stored] = store.rows("trials", {"sweep": "polls"})
+        assert stored["status"] == "finished" and stored["throughput"] == 50.0
+        assert len(store.rows("startups", {"trial_id": stored["id"]})) == 0
+        assert store.finished_trial_keys("polls") == {trial.key}
+
+
+def test_ingest_of_a_missing_sink_is_one_line(tmp_path):
+    result = runner.invoke(profiler_cli.app, ["ingest", f"file://{tmp_path / 'none'}",
+                                              "--store", str(tmp_path / "runs.db")])
+    assert "no such directory" in one_line_error(result)
