@@ -10,8 +10,11 @@ from __future__ import annotations
 import logging
 import shutil
 import signal
+import sys
+import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -184,6 +187,29 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+@contextmanager
+def deferred_interrupts():
+    """Ctrl-C or SIGTERM while the nodes are terminated and the trial stored would skip what
+    the sweep then reports as done: each is noted, and raised once that is over."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals are only ever delivered to the main thread
+        return
+    caught: list[int] = []
+
+    def note(signum: int, frame: Any) -> None:
+        caught.append(signum)
+        print("stopping: terminating the nodes and storing the trial first", file=sys.stderr)
+
+    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if caught:
+        raise KeyboardInterrupt
+
+
 def _label(trial: Trial) -> str:
     revoke = f" revoke node {trial.revoke_node}" if trial.revoke_node is not None else ""
     return (f"{trial.model} x{trial.nodes} {trial.instance_type} b{trial.batch_per_gpu} "
@@ -229,8 +255,9 @@ class TrialRun:
             status, error = "interrupted", "interrupted by the user"
             raise
         finally:
-            self._terminate()
-            row = self._store(store, status, error)
+            with deferred_interrupts():
+                self._terminate()
+                row = self._store(store, status, error)
         return row
 
     def _clear_previous_attempt(self) -> None:
