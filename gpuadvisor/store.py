@@ -160,6 +160,18 @@ TABLES: dict[str, dict[str, str]] = {
     "accuracy_curves": ACCURACY_COLUMNS,
 }
 
+# Bookkeeping beside the measurements, never exported: which run owns a trial (migration 3).
+LEASE_COLUMNS: dict[str, str] = {
+    "sweep": "TEXT NOT NULL",
+    "trial_key": "TEXT NOT NULL",
+    "owner": "TEXT NOT NULL",  # host:pid:token of the sweep process
+    "host": "TEXT",
+    "pid": "INTEGER",
+    "acquired_at": "REAL NOT NULL",  # time.time()
+    "expires_at": "REAL NOT NULL",  # the owner renews it while the trial runs
+}
+INTERNAL_TABLES: dict[str, dict[str, str]] = {"trial_leases": LEASE_COLUMNS}
+
 JSON_COLUMNS = {"software", "extra"}
 SCHEMA_VERSION = len(MIGRATIONS)
 # PRAGMA application_id of a measurement store ("GPAD"); stores made before it was set carry 0
@@ -342,6 +354,31 @@ class Store:
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         return [_decode(row) for row in self._db.execute(sql, params)]
 
+    # -- leases --------------------------------------------------------------------------
+
+    def claim_trial(self, sweep: str, key: str, owner: str, *, host: str, pid: int,
+                    ttl_s: float, now: float) -> dict[str, Any] | None:
+        """Own a trial for `ttl_s`: None when claimed (or renewed, for its own owner), else
+        the lease of the live run that owns it. A lease past its expiry, or of a process
+        that is gone from this host, is taken over."""
+        with self._write() as db:
+            held = db.execute("SELECT * FROM trial_leases WHERE sweep = ? AND trial_key = ?",
+                              (sweep, key)).fetchone()
+            if held is not None and held["owner"] != owner and held["expires_at"] > now and \
+                    not (held["host"] == host and not _pid_alive(held["pid"])):
+                return dict(held)
+            db.execute("DELETE FROM trial_leases WHERE sweep = ? AND trial_key = ?",
+                       (sweep, key))
+            db.execute("INSERT INTO trial_leases (sweep, trial_key, owner, host, pid, "
+                       "acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (sweep, key, owner, host, pid, now, now + ttl_s))
+        return None
+
+    def release_trial(self, sweep: str, key: str, owner: str) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM trial_leases WHERE sweep = ? AND trial_key = ? AND "
+                       "owner = ?", (sweep, key, owner))
+
     def finished_trial_keys(self, sweep: str) -> set[str]:
         """Keys of the trials of a sweep that finished, so a re-run can skip them."""
         rows = self._db.execute(
@@ -349,6 +386,18 @@ class Store:
             (sweep,),
         )
         return {row[0] for row in rows}
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if pid is None:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def _insert_trial(db: sqlite3.Connection, trial: Mapping[str, Any],

@@ -31,6 +31,7 @@ from cloud.provider import (
 from gpuadvisor.records import make as make_record
 from gpuadvisor.store import Store, StoreError, now_iso
 from profiler import ingest
+from profiler.lease import TrialLease, describe, new_owner
 from profiler.progress import SweepDisplay, trial_phase
 from profiler.revocation import Revoker
 from profiler.spec import SweepSpec, Trial
@@ -156,14 +157,13 @@ def run_sweep(spec: SweepSpec, store: Store, provider: Provider, results: str, *
     nodes of the running trial are terminated either way."""
     outcome = SweepOutcome()
     trials = spec.trials()
-    finished = store.finished_trial_keys(spec.name)
+    owner = new_owner()
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         for number, trial in enumerate(trials, 1):
-            if trial.key in finished:
-                outcome.skipped.append(trial.key)
-                display.done(f"trial {number}/{len(trials)} {_label(trial)}: already in the "
-                             f"store, skipped")
+            head = f"trial {number}/{len(trials)} {_label(trial)}"
+            if trial.key in store.finished_trial_keys(spec.name):
+                _skip(outcome, display, trial, f"{head}: already in the store, skipped")
                 continue
             cost = estimated_cost(provider, trial)
             if max_cost is not None and outcome.spent_usd + cost > max_cost:
@@ -171,9 +171,21 @@ def run_sweep(spec: SweepSpec, store: Store, provider: Provider, results: str, *
                     f"trial {number}/{len(trials)} would take the estimated spend to "
                     f"${outcome.spent_usd + cost:.2f}, past --max-cost ${max_cost:.2f}; "
                     f"raise --max-cost or trim the spec (finished trials are kept)")
+            lease = TrialLease(store, spec.name, trial.key, owner)
+            if (held := lease.claim()) is not None:
+                _skip(outcome, display, trial, f"{head}: another run of this spec is "
+                      f"measuring it, skipped ({describe(held)}); re-run later to resume")
+                continue
+            if trial.key in store.finished_trial_keys(spec.name):  # by another run, meanwhile
+                lease.release()
+                _skip(outcome, display, trial, f"{head}: already in the store, skipped")
+                continue
             display.trial(number, len(trials), _label(trial))
             started = time.time()
-            row = TrialRun(spec, trial, provider, results, display).run(store)
+            try:
+                row = TrialRun(spec, trial, provider, results, display, lease).run(store)
+            finally:
+                lease.release()
             price = price_per_node_hour(provider.name, trial) or 0.0
             outcome.spent_usd += price * trial.nodes * (time.time() - started) / 3600
             (outcome.finished if row["status"] == "finished" else outcome.failed).append(trial.key)
@@ -181,6 +193,11 @@ def run_sweep(spec: SweepSpec, store: Store, provider: Provider, results: str, *
     finally:
         signal.signal(signal.SIGTERM, previous)
     return outcome
+
+
+def _skip(outcome: SweepOutcome, display: SweepDisplay, trial: Trial, message: str) -> None:
+    outcome.skipped.append(trial.key)
+    display.done(message)
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -227,10 +244,11 @@ class TrialRun:
     """One trial from launch to the store."""
 
     def __init__(self, spec: SweepSpec, trial: Trial, provider: Provider, results: str,
-                 display: SweepDisplay):
+                 display: SweepDisplay, lease: TrialLease | None = None):
         from cloud.sinks import open_sink
 
         self.spec, self.trial, self.provider, self.display = spec, trial, provider, display
+        self.lease = lease
         self.cluster = cluster_spec(spec, trial, provider, results)
         self.sink = open_sink(results, self.cluster.cluster)
         self.revoker = Revoker(provider, self.cluster, trial.revoke_node, trial.revoke_at,
@@ -285,6 +303,8 @@ class TrialRun:
         ended_at = first_step = None
         while True:
             self._pause(first_step)
+            if self.lease is not None:
+                self.lease.renew()
             now = time.time()
             self.records = [r for r in self.sink.read_all() if r["t"] >= self.started - 1]
             first_step = ingest.cluster_first_step(self.records)

@@ -16,6 +16,7 @@ from test_sweep import PROFILER, TINY, _is_worker, _node_processes
 from typer.testing import CliRunner
 
 from cloud.local import LocalProvider
+from gpuadvisor.store import Store
 from profiler.cli import COMMAND_MODULES, app
 from profiler.orchestrator import deferred_interrupts
 
@@ -84,3 +85,22 @@ def test_a_second_ctrl_c_does_not_cut_the_termination_short():
             finished.append("terminated and stored")
     assert finished == ["terminated and stored"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.slow
+def test_the_same_spec_run_twice_at_once_runs_each_trial_once(tmp_path, env):
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(TINY.replace("revocation: {node: 1, at_seconds: 6}\n", ""))
+    command = [*PROFILER, "sweep", str(spec), "--store", str(tmp_path / "runs.db")]
+    runs = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [run.communicate(timeout=500) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    said = "".join(err for _, err in outputs)
+    assert "another run of this spec is measuring it, skipped" in said, said
+    with Store(tmp_path / "runs.db", readonly=True) as store:
+        trials = store.rows("trials")
+        assert store.query("SELECT * FROM trial_leases") == []
+    assert sorted(t["status"] for t in trials) == ["finished", "finished"]
+    assert len({t["trial_key"] for t in trials}) == 2
+    assert _node_processes(env) == []

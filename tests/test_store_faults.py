@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -195,3 +198,32 @@ def test_ingest_of_a_missing_sink_is_one_line(tmp_path):
     result = runner.invoke(profiler_cli.app, ["ingest", f"file://{tmp_path / 'none'}",
                                               "--store", str(tmp_path / "runs.db")])
     assert "no such directory" in one_line_error(result)
+
+
+def test_one_run_owns_a_trial_until_it_releases_or_its_lease_lapses(tmp_path):
+    with Store(tmp_path / "runs.db") as store:
+        claim = dict(host="here", pid=os.getpid(), ttl_s=60.0)
+        assert store.claim_trial("s", "k", "run-a", now=1000.0, **claim) is None
+        held = store.claim_trial("s", "k", "run-b", now=1001.0, **claim)
+        assert held["owner"] == "run-a" and held["expires_at"] == 1060.0
+        assert store.claim_trial("s", "k", "run-a", now=1030.0, **claim) is None  # renewed
+        assert store.claim_trial("s", "k", "run-b", now=1061.0, **claim)["owner"] == "run-a"
+        assert store.claim_trial("s", "other", "run-b", now=1001.0, **claim) is None
+        store.release_trial("s", "k", "run-b")  # not its lease: nothing happens
+        assert store.claim_trial("s", "k", "run-b", now=1031.0, **claim)["owner"] == "run-a"
+        store.release_trial("s", "k", "run-a")
+        assert store.claim_trial("s", "k", "run-b", now=1031.0, **claim) is None
+        # Lapsed: taken over.
+        assert store.claim_trial("s", "k", "run-c", now=2000.0, **claim) is None
+
+
+def test_a_lease_of_a_process_gone_from_this_host_is_taken_over(tmp_path):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    with Store(tmp_path / "runs.db") as store:
+        assert store.claim_trial("s", "k", "killed", host="here", pid=gone.pid, ttl_s=600,
+                                 now=1000.0) is None
+        assert store.claim_trial("s", "k", "elsewhere", host="there", pid=os.getpid(),
+                                 ttl_s=600, now=1001.0)["owner"] == "killed"
+        assert store.claim_trial("s", "k", "next", host="here", pid=os.getpid(), ttl_s=600,
+                                 now=1001.0) is None
