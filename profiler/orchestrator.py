@@ -320,7 +320,8 @@ class TrialRun:
                 nodes = self.revoker.revoke_planned(nodes)
             events = self.provider.poll_events(self.cluster.cluster)
             self.running += [e for e in events if e.kind == "running"]
-            nodes = self.revoker.handle_events(events, nodes)
+            if result is None:
+                nodes = self.revoker.handle_events(events, nodes, self._exited(nodes, events))
             self._note_launched(nodes)
             if result is not None:
                 self._await_exit()
@@ -360,6 +361,16 @@ class TrialRun:
         known = {(n.id, n.launched_at) for n in self.launches}
         self.launches += [n for n in nodes if (n.id, n.launched_at) not in known]
         self.launched.update({n.id: n for n in nodes})
+
+    def _exited(self, nodes: list[Node], events: list[ProviderEvent]) -> set[str]:
+        """Ids of the nodes whose agent recorded its exit: they ended on their own, not lost.
+        Read again when a node has ended, so that an exit recorded just now counts."""
+        if any(e.kind == "terminated" for e in events):
+            self.records = [r for r in self.sink.read_all() if r["t"] >= self.started - 1]
+        return {n.id for n in nodes if any(
+            r["type"] == "agent_exit" and r["node"] == n.index
+            and r["t"] >= (n.launched_at or self.started) - ingest.CLOCK_TICK_S
+            for r in self.records)}
 
     def _node_zero_exited(self) -> bool:
         return any(r["type"] == "agent_exit" and r["node"] == 0 for r in self.records)

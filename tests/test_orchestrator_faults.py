@@ -8,17 +8,25 @@ import os
 import signal
 import subprocess
 import time
+from types import SimpleNamespace
 
 import psutil
 import pytest
 from test_local_provider import TREE_AGENT, _child, _spec
+from test_orchestrator_polls import SPEC, Clock, CloudLike
 from test_sweep import PROFILER, TINY, _is_worker, _node_processes
 from typer.testing import CliRunner
 
 from cloud.local import LocalProvider
+from cloud.provider import ProviderEvent
+from cloud.sinks import open_sink
+from gpuadvisor.records import make
 from gpuadvisor.store import Store
+from profiler import orchestrator, revocation
 from profiler.cli import COMMAND_MODULES, app
-from profiler.orchestrator import deferred_interrupts
+from profiler.orchestrator import TrialRun, deferred_interrupts
+from profiler.progress import SweepDisplay
+from profiler.spec import parse_spec
 
 for _name in COMMAND_MODULES:  # register every command, as the console script does
     __import__(f"profiler.cli.{_name}")
@@ -103,4 +111,126 @@ def test_the_same_spec_run_twice_at_once_runs_each_trial_once(tmp_path, env):
         assert store.query("SELECT * FROM trial_leases") == []
     assert sorted(t["status"] for t in trials) == ["finished", "finished"]
     assert len({t["trial_key"] for t in trials}) == 2
+    assert _node_processes(env) == []
+
+
+class Scripted(CloudLike):
+    """CloudLike with events the script queues and each call that terminated nodes."""
+
+    def __init__(self, clock):
+        super().__init__(clock)
+        self.queued, self.terminated = [], []
+
+    def poll_events(self, cluster):
+        events, self.queued = self.queued, []
+        return events
+
+    def terminate(self, nodes):
+        if nodes:
+            self.terminated.append(sorted(n.id for n in nodes))
+
+
+def _run_scripted(tmp_path, monkeypatch, spec_dict, script):
+    """One trial against Scripted, its nodes' records written by `script(pause, now, sink,
+    provider)`; returns (stored trial row, its revocations, provider)."""
+    spec = parse_spec(spec_dict)
+    [trial] = spec.trials()
+    results = f"file://{tmp_path / 'records'}"
+    cluster = {}
+    clock = Clock(lambda pause, now: script(pause, now, open_sink(results, cluster["name"]),
+                                            provider))
+    fake_time = SimpleNamespace(time=clock.time, sleep=clock.sleep)
+    monkeypatch.setattr(orchestrator, "time", fake_time)
+    monkeypatch.setattr(revocation, "time", fake_time)
+    provider = Scripted(clock)
+    with Store(tmp_path / "runs.db") as store:
+        run = TrialRun(spec, trial, provider, results, SweepDisplay(1, enabled=False))
+        cluster["name"] = run.cluster.cluster
+        row = run.run(store)
+        return row, store.rows("revocations", {"trial_id": row["id"]}), provider
+
+
+def _train(sink, now, restart_from=None):
+    for node in (0, 1):
+        sink.append(make("first_step", node=node, rank=node, restart=0, t=now))
+    if restart_from is not None:
+        sink.append(make("checkpoint_restore", node=1, rank=0, restart=0, t=now - 0.5,
+                         step=restart_from, seconds=0.2, bytes=1000, steps_lost=2))
+
+
+def _result(sink, now):
+    sink.append(make("result", node=0, rank=0, restart=0, t=now, model="resnet18",
+                     batch_per_gpu=8, precision="fp32", world_size=2, device="cpu",
+                     throughput=50.0, steps_measured=40, stable=True))
+
+
+def test_node_0_lost_from_outside_is_a_revocation_and_the_whole_job_restarts(
+        tmp_path, monkeypatch):
+    def script(pause, now, sink, provider):
+        if pause == 1:
+            _train(sink, now - 3)
+        if pause == 2:  # node 0's processes vanish: no agent_exit record, only the event
+            provider.queued.append(ProviderEvent("n0-1", "terminated", now, {"node": 0}))
+        if pause == 4:
+            _train(sink, now - 1, restart_from=10)
+            _result(sink, now)
+
+    row, revocations, provider = _run_scripted(
+        tmp_path, monkeypatch, {k: v for k, v in SPEC.items() if k != "revocation"}, script)
+    assert row["status"] == "finished", row["error"]
+    assert [(r["node"], r["cause"]) for r in revocations] == [(0, "lost")]
+    assert revocations[0]["steps_lost"] == 2
+    # Both nodes of the first launch stopped (node 1 cannot rejoin without the host), then
+    # the whole cluster launched again; the deadline was never waited out.
+    assert provider.launches == 2 and provider.terminated[0] == ["n0-1", "n1-1"]
+    assert provider.clock.now - 1000 < 4 * 15 + 1
+
+
+def test_revoking_node_0_on_purpose_restarts_the_whole_job(tmp_path, monkeypatch):
+    def script(pause, now, sink, provider):
+        if pause == 1:
+            _train(sink, now - 3)
+        if pause == 4:
+            _train(sink, now - 1, restart_from=10)
+            _result(sink, now)
+
+    spec = {**SPEC, "revocation": {"node": 0, "at_seconds": 5}}
+    row, revocations, provider = _run_scripted(tmp_path, monkeypatch, spec, script)
+    assert row["status"] == "finished", row["error"]
+    assert provider.revoked and provider.revoked[0][0] == 0
+    assert [(r["node"], r["cause"]) for r in revocations] == [(0, "sigkill")]
+    assert provider.launches == 2 and provider.terminated[0] == ["n0-1", "n1-1"]
+
+
+def test_a_node_that_exits_on_its_own_is_not_a_revocation(tmp_path, monkeypatch):
+    def script(pause, now, sink, provider):
+        if pause == 1:
+            _train(sink, now - 3)
+            sink.append(make("agent_exit", node=1, rank=None, restart=0, t=now, exit_code=1,
+                             duration_s=5.0))
+        if pause == 2:
+            provider.queued.append(ProviderEvent("n1-1", "terminated", now, {"node": 1}))
+        if pause == 3:
+            sink.append(make("agent_exit", node=0, rank=None, restart=0, t=now, exit_code=1,
+                             duration_s=5.0))
+
+    spec = {k: v for k, v in SPEC.items() if k != "revocation"}
+    row, revocations, provider = _run_scripted(tmp_path, monkeypatch, spec, script)
+    assert row["status"] == "failed" and revocations == [] and provider.launches == 1
+
+
+@pytest.mark.slow
+def test_a_real_node_0_revocation_is_measured_and_recovered(tmp_path, env):
+    spec = tmp_path / "n0.yaml"
+    spec.write_text(TINY.replace("nodes: [1, 2]", "nodes: [2]")
+                    .replace("{node: 1, at_seconds: 6}", "{node: 0, at_seconds: 4}"))
+    run = subprocess.run([*PROFILER, "sweep", str(spec), "--store", str(tmp_path / "runs.db")],
+                         env=env, capture_output=True, text=True, timeout=500)
+    assert run.returncode == 0, run.stderr
+    with Store(tmp_path / "runs.db", readonly=True) as store:
+        [trial] = store.rows("trials")
+        [revoked] = store.rows("revocations")
+    assert trial["status"] == "finished" and trial["extra"]["world_size"] == 2
+    assert (revoked["node"], revoked["cause"]) == (0, "sigkill")
+    assert revoked["first_step_after_s"] is not None
     assert _node_processes(env) == []
