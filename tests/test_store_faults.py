@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+from fakes.aws import aws, client, moto_endpoint  # noqa: F401
 from typer.testing import CliRunner
 
 import advisor.cli as advisor_cli
@@ -227,3 +228,29 @@ def test_a_lease_of_a_process_gone_from_this_host_is_taken_over(tmp_path):
                                  ttl_s=600, now=1001.0)["owner"] == "killed"
         assert store.claim_trial("s", "k", "next", host="here", pid=os.getpid(), ttl_s=600,
                                  now=1001.0) is None
+
+
+def test_a_bucket_sink_is_reingested_once(aws, tmp_path):
+    from cloud.sinks import clusters, open_sink
+    from gpuadvisor.records import make
+    from profiler.reingest import reingest
+
+    s3 = client(aws["endpoint"], "s3")
+    s3.create_bucket(Bucket="results")
+    rows = {"trial": {**TRIAL, "extra": {"attempt": "a1"}},
+            "revocations": [{"node": 1, "cause": "interruption"}], "startups": [],
+            "checkpoints": []}
+    kept = open_sink("s3://results/runs", "s-k1", client=s3)
+    kept.append(make("first_step", node=1, rank=1, restart=0))
+    kept.append(make("trial", node=0, rank=None, restart=0, attempt="a1", rows=rows))
+    open_sink("s3://results/runs", "s-k2", client=s3).append(
+        make("agent_start", node=0, rank=None, restart=0))
+    assert clusters("s3://results/runs", client=s3) == ["s-k1", "s-k2"]
+    with Store(tmp_path / "runs.db") as store:
+        done = reingest("s3://results/runs", store, client=s3)
+        assert (done.stored, done.already, done.without_trial) == (["s/k1"], 0, ["s-k2"])
+        again = reingest("s3://results/runs", store, client=s3)
+        assert (again.stored, again.already) == ([], 1)
+        [trial] = store.rows("trials")
+        assert [r["cause"] for r in store.rows("revocations", {"trial_id": trial["id"]})] == [
+            "interruption"]
