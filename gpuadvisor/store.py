@@ -241,8 +241,7 @@ class Store:
     def _check_identity(self) -> None:
         """Refuse a database that is not a measurement store: another application's id, or
         tables without this schema's version mark."""
-        app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        app_id, version = self._application_id(), self.schema_version
         tables = {row[0] for row in self._db.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")} - {"sqlite_sequence"}
         foreign = app_id not in (0, APPLICATION_ID) or (version == 0 and tables) or (
@@ -279,6 +278,10 @@ class Store:
                              "permissions, then run the command again") from None
 
     def _migrate(self) -> None:
+        """Bring the store to this program's schema; a current store is not written."""
+        current = (SCHEMA_VERSION, APPLICATION_ID)
+        if (self.schema_version, self._application_id()) == current:
+            return
         with self._write() as db:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
@@ -295,6 +298,9 @@ class Store:
     @property
     def schema_version(self) -> int:
         return self._db.execute("PRAGMA user_version").fetchone()[0]
+
+    def _application_id(self) -> int:
+        return self._db.execute("PRAGMA application_id").fetchone()[0]
 
     # -- writing -------------------------------------------------------------------------
 

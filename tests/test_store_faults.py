@@ -254,3 +254,11 @@ def test_a_bucket_sink_is_reingested_once(aws, tmp_path):
         [trial] = store.rows("trials")
         assert [r["cause"] for r in store.rows("revocations", {"trial_id": trial["id"]})] == [
             "interruption"]
+
+
+def test_opening_a_current_store_writes_nothing(store, tmp_path):
+    before = digest(store)
+    with Store(store) as opened:
+        assert len(opened.rows("trials")) == 1
+    assert digest(store) == before
+    assert not store.with_name(store.name + "-wal").exists()
