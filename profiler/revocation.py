@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from cloud.provider import ClusterSpec, Node, Provider, ProviderEvent
+from cloud.provider import ClusterSpec, Node, NodeState, Provider, ProviderEvent
 from profiler.ingest import RevocationSeen
 
 log = logging.getLogger(__name__)
@@ -82,13 +82,19 @@ class Revoker:
                 seen = RevocationSeen(node=node.index, at=event.at,
                                       cause=event.detail.get("cause", "preemption"),
                                       notice_s=event.detail.get("notice_s", 0.0))
-            elif event.kind == "terminated" and event.node_id not in self._stopped | exited:
+            elif (event.kind == "terminated" and event.node_id not in self._stopped | exited
+                  and not self._running(event.node_id)):
                 seen = RevocationSeen(node=node.index, at=event.at, cause="lost")
             else:
                 continue
             nodes = self._replace(node, seen, nodes)
             by_id = {n.id: n for n in nodes}
         return nodes
+
+    def _running(self, node_id: str) -> bool:
+        """Whether the provider has the node running now: an end reported for an earlier
+        machine of the same name (a cloud may reuse one) is no loss."""
+        return self.provider.list(self.spec.cluster).get(node_id) is NodeState.RUNNING
 
     def _replace(self, node: Node, seen: RevocationSeen, nodes: list[Node]) -> list[Node]:
         log.info("%s: node %d (%s) revoked (%s); launching its replacement", self.spec.cluster,

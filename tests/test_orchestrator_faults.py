@@ -18,7 +18,7 @@ from test_sweep import PROFILER, TINY, _is_worker, _node_processes
 from typer.testing import CliRunner
 
 from cloud.local import LocalProvider
-from cloud.provider import ProviderEvent
+from cloud.provider import NodeState, ProviderEvent
 from cloud.sinks import open_sink
 from gpuadvisor.records import make
 from gpuadvisor.store import Store
@@ -234,3 +234,22 @@ def test_a_real_node_0_revocation_is_measured_and_recovered(tmp_path, env):
     assert (revoked["node"], revoked["cause"]) == (0, "sigkill")
     assert revoked["first_step_after_s"] is not None
     assert _node_processes(env) == []
+
+
+def test_an_end_reported_for_a_running_node_is_no_loss(tmp_path, monkeypatch):
+    """A cloud may reuse a name: the end of an earlier machine called n0-1 is not the loss of
+    the n0-1 the provider lists as running."""
+    monkeypatch.setattr(Scripted, "list", lambda self, cluster: {
+        "n0-1": NodeState.RUNNING, "n1-1": NodeState.RUNNING})
+
+    def script(pause, now, sink, provider):
+        if pause == 1:
+            _train(sink, now - 3)
+        if pause == 2:
+            provider.queued.append(ProviderEvent("n0-1", "terminated", now, {"node": 0}))
+        if pause == 3:
+            _result(sink, now)
+
+    spec = {k: v for k, v in SPEC.items() if k != "revocation"}
+    row, revocations, provider = _run_scripted(tmp_path, monkeypatch, spec, script)
+    assert row["status"] == "finished" and revocations == [] and provider.launches == 1
