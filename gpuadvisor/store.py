@@ -183,6 +183,15 @@ class StoreError(Exception):
     """A store that cannot be opened or written; the message names the fix."""
 
 
+class StoreWriteError(StoreError):
+    """A write SQLite refused (a full disk, a read-only medium); `reason` is its message."""
+
+    def __init__(self, path: Path, reason: str):
+        self.reason = reason
+        super().__init__(f"cannot write to {path} ({reason}); free space or fix its "
+                         "permissions, then run the command again")
+
+
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -274,8 +283,7 @@ class Store:
                     self._db.execute("ROLLBACK")
                 raise
         except sqlite3.OperationalError as exc:
-            raise StoreError(f"cannot write to {self.path} ({exc}); free space or fix its "
-                             "permissions, then run the command again") from None
+            raise StoreWriteError(self.path, str(exc)) from None
 
     def _migrate(self) -> None:
         """Bring the store to this program's schema; a current store is not written."""

@@ -29,7 +29,7 @@ from cloud.provider import (
     ProviderEvent,
 )
 from gpuadvisor.records import make as make_record
-from gpuadvisor.store import Store, StoreError, now_iso
+from gpuadvisor.store import Store, StoreError, StoreWriteError, now_iso
 from profiler import ingest
 from profiler.lease import TrialLease, describe, new_owner
 from profiler.progress import SweepDisplay, trial_phase
@@ -392,13 +392,15 @@ class TrialRun:
         kept = self._keep_in_sink(rows)
         try:
             trial_id = store.add_trial_once(rows)
-        except StoreError as exc:
+        except StoreWriteError as exc:
             sink = self.cluster.agent_config["sink"]
             raise StoreError(
-                f"trial {self.trial.key} ({rows['trial']['status']}) was not stored: {exc}. "
-                + (f"Its rows are kept in {sink}: once the store can be written, run "
+                f"trial {self.trial.key} ({rows['trial']['status']}) was not stored in "
+                f"{store.path} ({exc.reason}); "
+                + (f"its rows are kept in {sink}: once the store can be written, run "
                    f"`profiler ingest {sink} --store {store.path}`" if kept else
-                   "The sink could not keep its rows either; re-run the sweep")) from None
+                   "the sink could not keep its rows either: free space and re-run the sweep")
+            ) from None
         return {**rows["trial"], "id": trial_id}
 
     def _keep_in_sink(self, rows: dict[str, Any]) -> bool:
