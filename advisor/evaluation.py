@@ -85,7 +85,7 @@ def evaluate(store: str | Path, split: str, target: str = "throughput",
 
     if target not in TARGETS:
         raise EvaluateError(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")
-    with Store(store) as db:
+    with Store(store, readonly=True) as db:
         features, throughput, _, skipped = throughput_data(db, include_published,
                                                            exclude_software)
     if len(throughput) == 0:

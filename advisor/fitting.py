@@ -336,7 +336,7 @@ def fit_store(path: str | Path, include_published: bool = True,
     from advisor.survival import fit_figure, fit_lifetimes, load_prior
     from gpuadvisor.store import Store, now_iso
 
-    with Store(path) as store:
+    with Store(path, readonly=True) as store:
         features, throughput, measured, skipped = throughput_data(store, include_published,
                                                                   exclude_software)
         overheads = overhead_rows(store)

@@ -6,10 +6,16 @@ workers in sessions of their own, so the environment, not the process group, is 
 them all). A state directory (one JSON file per live node) lets `leftovers` and `terminate`
 work from another process after a crash. A revocation is a SIGKILL of every process of the
 node at once, as a VM that vanishes.
+
+A node dies with the process that launched it: on Linux the kernel sends its agent SIGKILL
+when the launching thread ends (PR_SET_PDEATHSIG), the agent's torchrun and workers follow
+the same way, so a `kill -9` of the sweep leaves nothing running. `profiler cleanup
+--provider local` finds what is left where that signal is not available.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -41,6 +47,7 @@ from cloud.provider import (
 DEFAULT_STATE_DIR = Path.home() / ".cache" / "gpu-advisor" / "local"
 NODE_ID_ENV = "GPUADVISOR_NODE_ID"
 AGENT_COMMAND = (sys.executable, "-m", "profiler.agent")
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class LocalProvider(Provider):
@@ -211,7 +218,8 @@ class LocalProvider(Provider):
         with open(cluster_dir / "logs" / f"node-{index}-{ms}.log", "wb") as log:
             proc = subprocess.Popen(body["command"], env={**os.environ, **body["env"]},
                                     stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    preexec_fn=die_with_parent())
         self._children[proc.pid] = proc
         record = {
             "id": body["env"][NODE_ID_ENV], "cluster": spec.cluster, "index": index,
@@ -273,6 +281,22 @@ class LocalProvider(Provider):
             else:
                 events.append(ProviderEvent(record["id"], "terminated", time.time(), detail))
         return events
+
+
+def die_with_parent(sig: int = signal.SIGKILL):
+    """A `preexec_fn` for a child that must not outlive this process: the kernel sends it
+    `sig` when the thread that spawned it ends (PR_SET_PDEATHSIG), and it exits at once if
+    this process already died between the fork and the prctl. None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arm
 
 
 def _node(record: dict[str, Any]) -> Node:

@@ -22,6 +22,8 @@ The interface every sink implements:
     read_all() -> list[dict]          every record of the cluster, all nodes, ordered by "t"
     close() -> None                   release what the sink holds (idempotent)
 
+`clusters(url)` lists the clusters a sink holds records of (for `profiler ingest`).
+
 Errors are SinkError, one line that names the fix.
 """
 
@@ -128,13 +130,34 @@ def _local_path(url: str) -> str:
 
 def open_sink(url: str, cluster: str, *, client=None) -> Sink:
     """The sink for `url` (file://, gs://, s3:// or a plain directory path) and a cluster."""
+    bucket = _bucket(url, client)
+    return FileSink(url, cluster) if bucket is None else ObjectSink(url, cluster, bucket)
+
+
+def clusters(url: str, *, client=None) -> list[str]:
+    """The clusters whose records are under `url`, sorted."""
+    bucket = _bucket(url, client)
+    if bucket is None:
+        root = Path(_local_path(url))
+        if not root.is_dir():
+            raise SinkError(f"{url}: no such directory; give the results URL of the sweep")
+        return sorted(d.name for d in root.iterdir() if any(d.glob("node-*.jsonl")))
+    prefix = urlparse(url).path.strip("/")
+    prefix = f"{prefix}/" if prefix else ""
+    names = {key[len(prefix):].split("/", 1)[0] for key in bucket.keys(prefix)
+             if key.endswith(".jsonl") and "/" in key[len(prefix):]}
+    return sorted(names)
+
+
+def _bucket(url: str, client):
+    """The bucket object of a gs:// or s3:// URL; None for a local directory."""
     scheme = urlparse(url).scheme if "://" in url else "file"
     if scheme == "file":
-        return FileSink(url, cluster)
+        return None
     if scheme not in BUCKETS:
         raise SinkError(f"{url}: unknown sink scheme {scheme!r}; use file://DIR, gs://BUCKET "
                         "or s3://BUCKET")
     bucket = urlparse(url).netloc
     if not bucket:
         raise SinkError(f"{url}: expected {scheme}://BUCKET/PREFIX")
-    return ObjectSink(url, cluster, BUCKETS[scheme](bucket, client=client))
+    return BUCKETS[scheme](bucket, client=client)

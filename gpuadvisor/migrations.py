@@ -155,4 +155,18 @@ CREATE TABLE accuracy_curves (
 );
 CREATE TRIGGER accuracy_curves_no_update BEFORE UPDATE ON accuracy_curves BEGIN SELECT RAISE(ABORT, 'the measurement store is append-only'); END;
 CREATE TRIGGER accuracy_curves_no_delete BEFORE DELETE ON accuracy_curves BEGIN SELECT RAISE(ABORT, 'the measurement store is append-only'); END;""",
+    # 3: leases: which running sweep owns a trial, so that two runs of one spec on one store
+    # never run the same trial. Not measurements: rows are replaced and deleted.
+    """\
+CREATE TABLE trial_leases (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  sweep TEXT NOT NULL,
+  trial_key TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  host TEXT,
+  pid INTEGER,
+  acquired_at REAL NOT NULL,
+  expires_at REAL NOT NULL
+);
+CREATE UNIQUE INDEX trial_leases_by_trial ON trial_leases(sweep, trial_key);""",
 ]

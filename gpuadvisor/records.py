@@ -117,6 +117,11 @@ RECORD_TYPES: dict[str, dict[str, str]] = {
         "exit_code": "exit code of torchrun (negative: killed by that signal)",
         "duration_s": "agent start -> exit",
     },
+    "trial": {  # the orchestrator's, with node 0, when the trial ends, before it is stored
+        "attempt": "unique id of this attempt of the trial (trials.extra.attempt in the store)",
+        "rows": "what goes into the store: {trial: {...}, revocations: [...], startups: "
+        "[...], checkpoints: [...]}; `profiler ingest` stores it if the store lacks it",
+    },
 }
 
 

@@ -9,6 +9,7 @@ and one `BEGIN IMMEDIATE` transaction per write keep every row.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
@@ -160,8 +161,23 @@ TABLES: dict[str, dict[str, str]] = {
     "accuracy_curves": ACCURACY_COLUMNS,
 }
 
+# Bookkeeping beside the measurements, never exported: which run owns a trial (migration 3).
+LEASE_COLUMNS: dict[str, str] = {
+    "sweep": "TEXT NOT NULL",
+    "trial_key": "TEXT NOT NULL",
+    "owner": "TEXT NOT NULL",  # host:pid:token of the sweep process
+    "host": "TEXT",
+    "pid": "INTEGER",
+    "acquired_at": "REAL NOT NULL",  # time.time()
+    "expires_at": "REAL NOT NULL",  # the owner renews it while the trial runs
+}
+INTERNAL_TABLES: dict[str, dict[str, str]] = {"trial_leases": LEASE_COLUMNS}
+
 JSON_COLUMNS = {"software", "extra"}
 SCHEMA_VERSION = len(MIGRATIONS)
+# PRAGMA application_id of a measurement store ("GPAD"); stores made before it was set carry 0
+# and are told apart by their schema version and tables.
+APPLICATION_ID = 0x47504144
 
 
 class StoreError(GpuAdvisorError):
@@ -170,28 +186,82 @@ class StoreError(GpuAdvisorError):
     exit_code = 2
 
 
+class StoreWriteError(StoreError):
+    """A write SQLite refused (a full disk, a read-only medium); `reason` is its message."""
+
+    def __init__(self, path: Path, reason: str):
+        self.reason = reason
+        super().__init__(f"cannot write to {path} ({reason}); free space or fix its "
+                         "permissions, then run the command again")
+
+
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 class Store:
-    """An open measurement store. Use as a context manager or call `close()`."""
+    """An open measurement store. Use as a context manager or call `close()`.
 
-    def __init__(self, path: str | Path, *, timeout_s: float = 60.0):
+    `create=False` opens only a store that exists (readers, and commands that must not make
+    one by accident); `readonly=True` reads through a `mode=ro` connection, so a store on a
+    read-only file or medium can be read, and nothing is ever written to it. A file that is
+    not a measurement store (another program's SQLite database, or any other file) is
+    refused before anything is written to it.
+    """
+
+    def __init__(self, path: str | Path, *, timeout_s: float = 60.0, create: bool = True,
+                 readonly: bool = False):
         self.path = Path(path)
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory; give a file path such as runs.db")
+        empty = not self.path.exists() or self.path.stat().st_size == 0
+        if empty and (readonly or not create):
+            raise StoreError(f"no measurement store at {self.path}; give the store a sweep "
+                             "or an import wrote (`profiler sweep SPEC --store runs.db`)")
+        self.readonly = readonly
         try:
-            self._db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
-            self._db.row_factory = sqlite3.Row
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._migrate()
+            if readonly:
+                self._open_readonly(timeout_s)
+            else:
+                self._db = _connect(str(self.path), timeout_s)
+                self._check_identity()
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA foreign_keys=ON")
+                self._migrate()
         except sqlite3.DatabaseError as exc:
             raise StoreError(
                 f"{self.path} is not a measurement store ({exc}); give another store file"
             ) from None
+
+    def _open_readonly(self, timeout_s: float) -> None:
+        """A read-only connection; a store older than this program is upgraded first when
+        its file can be written (the upgrade only adds tables and columns)."""
+        uri = f"{self.path.resolve().as_uri()}?mode=ro"
+        self._db = _connect(uri, timeout_s, uri=True)
+        self._check_identity()
+        version = self.schema_version
+        if version < SCHEMA_VERSION:
+            self._db.close()
+            if not os.access(self.path, os.W_OK):
+                raise StoreError(
+                    f"{self.path} has schema version {version}, older than "
+                    f"this program's {SCHEMA_VERSION}, and is read-only; make it writable "
+                    "once so that it can be upgraded")
+            Store(self.path, timeout_s=timeout_s).close()
+            self._db = _connect(uri, timeout_s, uri=True)
+
+    def _check_identity(self) -> None:
+        """Refuse a database that is not a measurement store: another application's id, or
+        tables without this schema's version mark."""
+        app_id, version = self._application_id(), self.schema_version
+        tables = {row[0] for row in self._db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")} - {"sqlite_sequence"}
+        foreign = app_id not in (0, APPLICATION_ID) or (version == 0 and tables) or (
+            version > 0 and "trials" not in tables)
+        if foreign:
+            self._db.close()
+            raise StoreError(f"{self.path} is an SQLite database but not a measurement store; "
+                             "give another store path (it was left untouched)")
 
     def __enter__(self) -> Store:
         return self
@@ -204,15 +274,25 @@ class Store:
 
     @contextmanager
     def _write(self):
-        self._db.execute("BEGIN IMMEDIATE")
+        if self.readonly:
+            raise StoreError(f"{self.path} was opened read-only")
         try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:  # SQLite rolls back itself on a full disk
+                    self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as exc:
+            raise StoreWriteError(self.path, str(exc)) from None
 
     def _migrate(self) -> None:
+        """Bring the store to this program's schema; a current store is not written."""
+        current = (SCHEMA_VERSION, APPLICATION_ID)
+        if (self.schema_version, self._application_id()) == current:
+            return
         with self._write() as db:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
@@ -224,10 +304,14 @@ class Store:
                 for statement in _statements(MIGRATIONS[number]):
                     db.execute(statement)
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            db.execute(f"PRAGMA application_id={APPLICATION_ID}")
 
     @property
     def schema_version(self) -> int:
         return self._db.execute("PRAGMA user_version").fetchone()[0]
+
+    def _application_id(self) -> int:
+        return self._db.execute("PRAGMA application_id").fetchone()[0]
 
     # -- writing -------------------------------------------------------------------------
 
@@ -241,15 +325,20 @@ class Store:
     ) -> int:
         """Append one trial and its child rows in one transaction; returns the trial id."""
         with self._write() as db:
-            trial_id = _insert(db, "trials", {"recorded_at": now_iso(), **trial})
-            for table, rows in (
-                ("revocations", revocations),
-                ("startups", startups),
-                ("checkpoints", checkpoints),
-            ):
-                for row in rows:
-                    _insert(db, table, {"source": trial.get("source"), **row, "trial_id": trial_id})
-        return trial_id
+            return _insert_trial(db, trial, {"revocations": revocations, "startups": startups,
+                                             "checkpoints": checkpoints})
+
+    def add_trial_once(self, rows: Mapping[str, Any]) -> int | None:
+        """Store a trial kept in a sink (the orchestrator's `trial` record: its row, with
+        extra.attempt, and its child rows) unless that attempt is stored already; returns
+        the new trial id, or None. Checked and written in one transaction: two ingests of
+        one sink at once store it once."""
+        trial = rows["trial"]
+        with self._write() as db:
+            if _has_attempt(db, trial.get("sweep"), trial["trial_key"],
+                            trial["extra"]["attempt"]):
+                return None
+            return _insert_trial(db, trial, rows)
 
     def add_rows(self, table: str, rows: Iterable[Mapping[str, Any]]) -> int:
         """Append many rows to one table in one transaction; returns how many."""
@@ -282,6 +371,31 @@ class Store:
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         return [_decode(row) for row in self._db.execute(sql, params)]
 
+    # -- leases --------------------------------------------------------------------------
+
+    def claim_trial(self, sweep: str, key: str, owner: str, *, host: str, pid: int,
+                    ttl_s: float, now: float) -> dict[str, Any] | None:
+        """Own a trial for `ttl_s`: None when claimed (or renewed, for its own owner), else
+        the lease of the live run that owns it. A lease past its expiry, or of a process
+        that is gone from this host, is taken over."""
+        with self._write() as db:
+            held = db.execute("SELECT * FROM trial_leases WHERE sweep = ? AND trial_key = ?",
+                              (sweep, key)).fetchone()
+            if held is not None and held["owner"] != owner and held["expires_at"] > now and \
+                    not (held["host"] == host and not _pid_alive(held["pid"])):
+                return dict(held)
+            db.execute("DELETE FROM trial_leases WHERE sweep = ? AND trial_key = ?",
+                       (sweep, key))
+            db.execute("INSERT INTO trial_leases (sweep, trial_key, owner, host, pid, "
+                       "acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (sweep, key, owner, host, pid, now, now + ttl_s))
+        return None
+
+    def release_trial(self, sweep: str, key: str, owner: str) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM trial_leases WHERE sweep = ? AND trial_key = ? AND "
+                       "owner = ?", (sweep, key, owner))
+
     def finished_trial_keys(self, sweep: str) -> set[str]:
         """Keys of the trials of a sweep that finished, so a re-run can skip them."""
         rows = self._db.execute(
@@ -289,6 +403,40 @@ class Store:
             (sweep,),
         )
         return {row[0] for row in rows}
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if pid is None:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def _insert_trial(db: sqlite3.Connection, trial: Mapping[str, Any],
+                  children: Mapping[str, Iterable[Mapping[str, Any]]]) -> int:
+    trial_id = _insert(db, "trials", {"recorded_at": now_iso(), **trial})
+    for table in ("revocations", "startups", "checkpoints"):
+        for row in children.get(table, ()):
+            _insert(db, table, {"source": trial.get("source"), **row, "trial_id": trial_id})
+    return trial_id
+
+
+def _has_attempt(db: sqlite3.Connection, sweep: str | None, key: str, attempt: str) -> bool:
+    return db.execute(
+        "SELECT 1 FROM trials WHERE sweep IS ? AND trial_key = ? "
+        "AND json_extract(extra, '$.attempt') = ?", (sweep, key, attempt)).fetchone() is not None
+
+
+def _connect(database: str, timeout_s: float, uri: bool = False) -> sqlite3.Connection:
+    db = sqlite3.connect(database, timeout=timeout_s, isolation_level=None, uri=uri)
+    db.row_factory = sqlite3.Row
+    db.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
+    return db
 
 
 def _statements(script: str) -> list[str]:

@@ -9,7 +9,8 @@ records it and sends SIGUSR1 to the workers (rank 0 then checkpoints at once), w
 records `agent_exit` and exits with torchrun's code. It takes its children with it:
 torchrun gets SIGKILL from the kernel when the agent dies (PR_SET_PDEATHSIG), and each
 worker when torchrun dies, so killing the agent's process group, even with SIGKILL, leaves
-nothing running. SIGTERM or SIGINT to the agent stop the run.
+nothing running (and the local provider starts the agent the same way, so a killed sweep
+takes its local nodes with it). SIGTERM or SIGINT to the agent stop the run.
 
 agent.json (AgentConfig; keys not listed are ignored, so providers may add their own):
 
@@ -49,6 +50,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cloud.local import die_with_parent
 from cloud.provider import ProviderError
 from cloud.sinks import open_sink
 from gpuadvisor.records import Recorder
@@ -128,19 +130,6 @@ def worker_config(config: AgentConfig) -> dict[str, Any]:
             "checkpoint_dir": checkpoint_dir}
 
 
-def _die_with(agent_pid: int):
-    """For the torchrun child, before exec: SIGKILL me when the agent dies (or now, if it
-    died between the fork and this)."""
-    import ctypes
-
-    def arm() -> None:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        if os.getppid() != agent_pid:
-            os._exit(1)
-
-    return arm
-
-
 def signal_workers(torchrun_pid: int, signum: int) -> list[int]:
     """Send `signum` to the worker processes under torchrun (not to torchrun, for which
     SIGUSR1 is fatal); returns their pids."""
@@ -189,7 +178,7 @@ def run(config: AgentConfig, started_at: float) -> int:
     worker_path.write_text(json.dumps(worker_config(config), indent=2))
     env = {**os.environ, **TORCHRUN_ENV, **config.env, "PROFILER_AGENT_START": repr(started_at)}
     torchrun = subprocess.Popen(config.torchrun_command(worker_path), env=env,
-                                start_new_session=True, preexec_fn=_die_with(os.getpid()))
+                                start_new_session=True, preexec_fn=die_with_parent())
 
     def forward(signum: int, _frame: Any) -> None:
         try:

@@ -10,7 +10,11 @@ from __future__ import annotations
 import logging
 import shutil
 import signal
+import sys
+import threading
 import time
+import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,8 +29,10 @@ from cloud.provider import (
     ProviderEvent,
 )
 from gpuadvisor.errors import GpuAdvisorError
-from gpuadvisor.store import Store, now_iso
+from gpuadvisor.records import make as make_record
+from gpuadvisor.store import Store, StoreError, StoreWriteError, now_iso
 from profiler import ingest
+from profiler.lease import TrialLease, describe, new_owner
 from profiler.progress import SweepDisplay, trial_phase
 from profiler.revocation import Revoker
 from profiler.spec import SweepSpec, Trial
@@ -183,13 +189,13 @@ def run_sweep(spec: SweepSpec, store: Store, provider: Provider, results: str, *
         provider.plan(cluster_spec(spec, pending[0], provider, results))
     if max_cost is not None:
         check_prices_known(provider, pending)
+    owner = new_owner()
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         for number, trial in enumerate(trials, 1):
-            if trial.key in finished:
-                outcome.skipped.append(trial.key)
-                display.done(f"trial {number}/{len(trials)} {_label(trial)}: already in the "
-                             f"store, skipped")
+            head = f"trial {number}/{len(trials)} {_label(trial)}"
+            if trial.key in store.finished_trial_keys(spec.name):
+                _skip(outcome, display, trial, f"{head}: already in the store, skipped")
                 continue
             cost = estimated_cost(provider, trial)
             if max_cost is not None and outcome.spent_usd + cost > max_cost:
@@ -197,9 +203,21 @@ def run_sweep(spec: SweepSpec, store: Store, provider: Provider, results: str, *
                     f"trial {number}/{len(trials)} would take the estimated spend to "
                     f"${outcome.spent_usd + cost:.2f}, past max_cost ${max_cost:.2f}; "
                     f"raise max_cost or trim the spec (finished trials are kept)", "max_cost")
+            lease = TrialLease(store, spec.name, trial.key, owner)
+            if (held := lease.claim()) is not None:
+                _skip(outcome, display, trial, f"{head}: another run of this spec is "
+                      f"measuring it, skipped ({describe(held)}); re-run later to resume")
+                continue
+            if trial.key in store.finished_trial_keys(spec.name):  # by another run, meanwhile
+                lease.release()
+                _skip(outcome, display, trial, f"{head}: already in the store, skipped")
+                continue
             display.trial(number, len(trials), _label(trial))
             started = time.time()
-            row = TrialRun(spec, trial, provider, results, display).run(store)
+            try:
+                row = TrialRun(spec, trial, provider, results, display, lease).run(store)
+            finally:
+                lease.release()
             price = price_per_node_hour(provider.name, trial) or 0.0
             outcome.spent_usd += price * trial.nodes * (time.time() - started) / 3600
             (outcome.finished if row["status"] == "finished" else outcome.failed).append(trial.key)
@@ -209,8 +227,36 @@ def run_sweep(spec: SweepSpec, store: Store, provider: Provider, results: str, *
     return outcome
 
 
+def _skip(outcome: SweepOutcome, display: SweepDisplay, trial: Trial, message: str) -> None:
+    outcome.skipped.append(trial.key)
+    display.done(message)
+
+
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
+
+
+@contextmanager
+def deferred_interrupts():
+    """Ctrl-C or SIGTERM while the nodes are terminated and the trial stored would skip what
+    the sweep then reports as done: each is noted, and raised once that is over."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals are only ever delivered to the main thread
+        return
+    caught: list[int] = []
+
+    def note(signum: int, frame: Any) -> None:
+        caught.append(signum)
+        print("stopping: terminating the nodes and storing the trial first", file=sys.stderr)
+
+    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if caught:
+        raise KeyboardInterrupt
 
 
 def _label(trial: Trial) -> str:
@@ -230,10 +276,11 @@ class TrialRun:
     """One trial from launch to the store."""
 
     def __init__(self, spec: SweepSpec, trial: Trial, provider: Provider, results: str,
-                 display: SweepDisplay):
+                 display: SweepDisplay, lease: TrialLease | None = None):
         from cloud.sinks import open_sink
 
         self.spec, self.trial, self.provider, self.display = spec, trial, provider, display
+        self.lease = lease
         self.cluster = cluster_spec(spec, trial, provider, results)
         self.sink = open_sink(results, self.cluster.cluster)
         self.revoker = Revoker(provider, self.cluster, trial.revoke_node, trial.revoke_at,
@@ -244,6 +291,7 @@ class TrialRun:
         self.launches: list[Node] = []
         self.running: list[ProviderEvent] = []  # the provider's `running` events
         self.records: list[dict] = []
+        self.attempt = uuid.uuid4().hex  # tells this attempt's stored rows from any other's
 
     def run(self, store: Store) -> dict[str, Any]:
         status, error = "failed", None
@@ -259,8 +307,9 @@ class TrialRun:
             status, error = "interrupted", "interrupted by the user"
             raise
         finally:
-            self._terminate()
-            row = self._store(store, status, error)
+            with deferred_interrupts():
+                self._terminate()
+                row = self._store(store, status, error)
         return row
 
     def _clear_previous_attempt(self) -> None:
@@ -288,6 +337,8 @@ class TrialRun:
         ended_at = first_step = None
         while True:
             self._pause(first_step)
+            if self.lease is not None:
+                self.lease.renew()
             now = time.time()
             self.records = [r for r in self.sink.read_all() if r["t"] >= self.started - 1]
             first_step = ingest.cluster_first_step(self.records)
@@ -303,7 +354,8 @@ class TrialRun:
                 nodes = self.revoker.revoke_planned(nodes)
             events = self.provider.poll_events(self.cluster.cluster)
             self.running += [e for e in events if e.kind == "running"]
-            nodes = self.revoker.handle_events(events, nodes)
+            if result is None:
+                nodes = self.revoker.handle_events(events, nodes, self._exited(nodes, events))
             self._note_launched(nodes)
             if result is not None:
                 self._await_exit()
@@ -344,6 +396,16 @@ class TrialRun:
         self.launches += [n for n in nodes if (n.id, n.launched_at) not in known]
         self.launched.update({n.id: n for n in nodes})
 
+    def _exited(self, nodes: list[Node], events: list[ProviderEvent]) -> set[str]:
+        """Ids of the nodes whose agent recorded its exit: they ended on their own, not lost.
+        Read again when a node has ended, so that an exit recorded just now counts."""
+        if any(e.kind == "terminated" for e in events):
+            self.records = [r for r in self.sink.read_all() if r["t"] >= self.started - 1]
+        return {n.id for n in nodes if any(
+            r["type"] == "agent_exit" and r["node"] == n.index
+            and r["t"] >= (n.launched_at or self.started) - ingest.CLOCK_TICK_S
+            for r in self.records)}
+
     def _node_zero_exited(self) -> bool:
         return any(r["type"] == "agent_exit" and r["node"] == 0 for r in self.records)
 
@@ -357,6 +419,37 @@ class TrialRun:
         self.sink.close()
 
     def _store(self, store: Store, status: str, error: str | None) -> dict[str, Any]:
+        """Store the trial. Its rows go to the sink first, as a `trial` record, so that a
+        store that cannot be written (a full disk) loses nothing: `profiler ingest` stores
+        them later."""
+        rows = self._rows(status, error)
+        kept = self._keep_in_sink(rows)
+        try:
+            trial_id = store.add_trial_once(rows)
+        except StoreWriteError as exc:
+            sink = self.cluster.agent_config["sink"]
+            raise StoreError(
+                f"trial {self.trial.key} ({rows['trial']['status']}) was not stored in "
+                f"{store.path} ({exc.reason}); "
+                + (f"its rows are kept in {sink}: once the store can be written, run "
+                   f"`profiler ingest {sink} --store {store.path}`" if kept else
+                   "the sink could not keep its rows either: free space and re-run the sweep")
+            ) from None
+        return {**rows["trial"], "id": trial_id}
+
+    def _keep_in_sink(self, rows: dict[str, Any]) -> bool:
+        try:
+            self.sink.append(make_record("trial", node=0, rank=None, restart=0,
+                                         attempt=rows["trial"]["extra"]["attempt"], rows=rows))
+            self.sink.close()
+        except (OSError, ProviderError) as exc:  # SinkError is a ProviderError
+            log.warning("%s: the trial's rows could not be kept in the sink (%s)",
+                        self.cluster.cluster, exc)
+            return False
+        return True
+
+    def _rows(self, status: str, error: str | None) -> dict[str, Any]:
+        """The trial's row and its revocations, start-ups and checkpoints."""
         trial, records = self.trial, self.records
         result = ingest.final_result(records)
         row: dict[str, Any] = {}
@@ -366,6 +459,7 @@ class TrialRun:
                 status, error = "failed", problem
         row.update({
             "trial_key": trial.key, "sweep": trial.sweep, "status": status, "error": error,
+            "recorded_at": now_iso(),
             "source": self.provider.name, "provider": self.provider.name,
             "region": trial.region, "instance_type": trial.instance_type,
             "gpu_type": trial.gpu_type or _gpu_type(result), "gpus_per_node": trial.gpus_per_node,
@@ -375,7 +469,7 @@ class TrialRun:
             "precision": trial.precision, "image_size": trial.image_size,
             "seq_len": trial.seq_len,
             "extra": {**row.get("extra", {}), "trial": trial.as_dict(),
-                      "cluster": self.cluster.cluster},
+                      "cluster": self.cluster.cluster, "attempt": self.attempt},
         })
         revocations = [ingest.revocation_row(records, seen) for seen in self.revoker.seen]
         launches = [ingest.NodeLaunch(n.index, n.launched_at, n.zone,
@@ -387,9 +481,8 @@ class TrialRun:
                     for s in ingest.startup_rows(records, launches)]
         checkpoints = [{**c, "recorded_at": now_iso()} for c in
                        ingest.checkpoint_rows(records, trial.model, _params(trial.model))]
-        row["id"] = store.add_trial(row, revocations=revocations, startups=startups,
-                                    checkpoints=checkpoints)
-        return row
+        return {"trial": row, "revocations": revocations, "startups": startups,
+                "checkpoints": checkpoints}
 
 
 def _gpu_type(result: dict | None) -> str | None:

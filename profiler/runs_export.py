@@ -9,18 +9,15 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from gpuadvisor.store import TRIAL_COLUMNS, Store, StoreError
+from gpuadvisor.store import TRIAL_COLUMNS, Store
 
 CHILD_TABLES = ("revocations", "startups", "checkpoints")
 FLAT_COLUMNS = ["id", *TRIAL_COLUMNS, "revocation_count"]
 
 
 def open_existing(path: Path) -> Store:
-    """Open a store for reading; never creates one where there was none."""
-    if not Path(path).is_file():
-        raise StoreError(f"no measurement store at {path}; give the store a sweep wrote "
-                         "(`profiler sweep SPEC --store runs.db`)")
-    return Store(path)
+    """Open a store for reading: never creates one where there was none, never writes."""
+    return Store(path, readonly=True)
 
 
 def exchange_trials(store: Store, sweep: str | None = None, model: str | None = None,

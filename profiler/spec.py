@@ -59,7 +59,8 @@ class LifetimeDistribution(_Strict):
 class Revocation(_Strict):
     """Which node to revoke and when, in seconds after the cluster's first training step."""
 
-    node: int = Field(ge=1, description="node 0 hosts the rendezvous, so revoke 1 or higher")
+    node: int = Field(ge=0, description="node index; losing node 0, the rendezvous host, "
+                      "restarts the whole job from the newest checkpoint")
     at_seconds: float | None = Field(default=None, gt=0)
     lifetime: LifetimeDistribution | None = None
     seed: int = 0

@@ -60,7 +60,7 @@ def test_older_than_filters_new_nodes(aws, leftovers):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--provider", "local"], "gcp or aws"),
+    (["--provider", "azure"], "gcp, aws or local"),
     (["--provider", "aws", "--older-than", "soon"],
      "--older-than 'soon' is not understood; give a duration such as 90m"),
 ])

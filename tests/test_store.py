@@ -4,7 +4,7 @@ import sqlite3
 import pytest
 
 from gpuadvisor.migrations import MIGRATIONS
-from gpuadvisor.store import SCHEMA_VERSION, TABLES, Store, StoreError
+from gpuadvisor.store import INTERNAL_TABLES, SCHEMA_VERSION, TABLES, Store, StoreError
 
 
 def _trial(i: int) -> dict:
@@ -34,7 +34,7 @@ def _schema(db: sqlite3.Connection) -> dict:
 def test_migrations_build_the_tables_readers_and_writers_use(tmp_path):
     """A column added to a dictionary without a new migration (or the reverse) fails here."""
     live = sqlite3.connect(":memory:")
-    for name, columns in TABLES.items():
+    for name, columns in {**TABLES, **INTERNAL_TABLES}.items():
         body = "".join(f", {col} {typ}" for col, typ in columns.items())
         live.execute(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY AUTOINCREMENT{body})")
     Store(tmp_path / "m.db").close()

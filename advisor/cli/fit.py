@@ -12,6 +12,7 @@ from gpuadvisor.cli.output import (
     Format,
     emit,
     emit_json,
+    fail,
     fail_with,
     flag_words,
     warn,
@@ -53,6 +54,10 @@ def fit(
     """
     from advisor.modelling import fit as run
     from gpuadvisor.errors import GpuAdvisorError
+    from gpuadvisor.overwrite import overwrite_problem
+
+    if problem := overwrite_problem(output, "artifact"):
+        fail(problem)
 
     try:
         result = run(store, output=output, include_published=include_published,

@@ -8,7 +8,7 @@ from gpuadvisor.cli.app import run_app
 from profiler.cli.app import app
 
 # Imported for their @app.command registrations; each keeps heavy imports inside functions.
-COMMAND_MODULES = ("card", "sweep", "runs", "cleanup")
+COMMAND_MODULES = ("card", "sweep", "runs", "ingest", "cleanup")
 
 
 def main(args: list[str] | None = None) -> None:

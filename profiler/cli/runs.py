@@ -52,11 +52,14 @@ def runs(
 
         profiler runs --store runs.db --format parquet -o trials.parquet
     """
+    from gpuadvisor.overwrite import overwrite_problem
     from gpuadvisor.store import StoreError
     from profiler.runs_export import exchange_trials, open_existing
 
     if fmt is RunsFormat.parquet and output is None:
         fail("parquet is binary: add --output FILE.parquet")
+    if output is not None and (problem := overwrite_problem(output, fmt.value)):
+        fail(problem)
     try:
         with open_existing(store) as opened:
             trials = exchange_trials(opened, sweep=sweep, model=model, trial_id=show)
