@@ -122,6 +122,7 @@ class Artifact:
         provenance = np.where(is_measured, "measured",
                               np.where(interpolated, "interpolated", "extrapolated"))
         lo, hi = _interval(spec["calibration"], value, provenance)
+        lo, hi = _widen_where_novel(spec, features, workers, provenance, value, lo, hi)
         if is_measured.any():  # a measured configuration answers with its measurements
             rows = np.array([measured.get(k, [np.nan] * 3) for k in keys], dtype=float)[inverse]
             rows = rows[is_measured]
@@ -246,6 +247,39 @@ def _interval(calibration: dict, value: np.ndarray, provenance: np.ndarray):
         q_lo, q_hi = calibration.get(name, calibration["extrapolated"])
         where = provenance == name
         lo[where], hi[where] = value[where] * math.exp(q_lo), value[where] * math.exp(q_hi)
+    return lo, hi
+
+
+def _widen_where_novel(spec: dict, features: dict, workers: np.ndarray,
+                       provenance: np.ndarray, value, lo, hi):
+    """Extrapolated intervals on axes the training data never covered (a model, a GPU, a
+    cluster size outside the trained range): the held-out spread of each such axis, combined
+    in quadrature, never narrower than the plain extrapolated spread. The cluster-size spread
+    grows with the log distance beyond the trained range, relative to the distance it was
+    calibrated at."""
+    calibration, seen = spec["calibration"], spec["seen"]["model_gpu"]
+    novel = calibration.get("novel")
+    extrapolated = provenance == "extrapolated"
+    if not novel or not seen or not extrapolated.any():
+        return lo, hi
+    pairs = [key.split("|", 1) for key in seen]
+    ranges = np.array(list(seen.values()), dtype=float)
+    distance = np.log(np.maximum(workers / ranges[:, 1].max(), ranges[:, 0].min() / workers))
+    scale = {"workers": np.maximum(1.0, distance / calibration["workers_log_distance"]),
+             "model": 1.0, "gpu": 1.0}
+    unseen = {"model": ~physics.is_in(features, "model", sorted({m for m, _ in pairs})),
+              "gpu": ~physics.is_in(features, "gpu", sorted({g for _, g in pairs})),
+              "workers": distance > 0}
+    below, above = np.zeros(len(value)), np.zeros(len(value))
+    for axis, (q_lo, q_hi) in novel.items():
+        new = unseen[axis] & extrapolated
+        below += np.where(new, (min(q_lo, 0.0) * scale[axis]) ** 2, 0.0)
+        above += np.where(new, (max(q_hi, 0.0) * scale[axis]) ** 2, 0.0)
+    base_lo, base_hi = calibration["extrapolated"]
+    wider = extrapolated & ((below > base_lo ** 2) | (above > base_hi ** 2))
+    lo, hi = lo.copy(), hi.copy()
+    lo[wider] = value[wider] * np.exp(-np.sqrt(np.maximum(below, base_lo ** 2)))[wider]
+    hi[wider] = value[wider] * np.exp(np.sqrt(np.maximum(above, base_hi ** 2)))[wider]
     return lo, hi
 
 

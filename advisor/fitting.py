@@ -36,6 +36,9 @@ RIDGE_ALPHAS = (0.1, 1.0, 10.0, 100.0, 1000.0)
 # term after the other (the PS term first: it binds hardest).
 TUNED_PRIORS = {"ps_server_tensor": (1e-5, 3e-5, 1e-4, 3e-4, 1e-3),
                 "tensor_memory": (1e5, 1e6, 1e7)}
+# Axes on which a configuration can lie outside the training data; each has its own held-out
+# interval spread (calibrate).
+NOVEL_AXES = ("model", "gpu", "workers")
 CORRECTION_INPUTS = ("log_flops", "log_batch", "log_peak", "log_workers", "log_intensity")
 MISCOVERAGE = 1 - PREDICTION_INTERVAL_LEVEL
 SEED = 0
@@ -59,12 +62,25 @@ class FitError(ValueError):
 
 # -- throughput ---------------------------------------------------------------------------
 
-def throughput_data(store, include_published: bool = True, exclude_software=()):
+def source_family(source: str) -> str:
+    """Where a trial's figure comes from, as `--split source` holds it out: `published`, an
+    import (`import:cmdare` -> `cmdare`), or `profiler` (this project's own runs: local, gcp,
+    aws)."""
+    if source == "published":
+        return source
+    if source.startswith("import:"):
+        return source.removeprefix("import:")
+    return "profiler"
+
+
+def throughput_data(store, include_published: bool = True, exclude_software=(),
+                    by_source: bool = False):
     """(features, throughput, measured [value, lo, hi] per config, skip reasons), one row per
     distinct configuration (repeats are reduced to their median). Trials whose recorded
     software (container, framework, versions) contains any of `exclude_software` are left out:
     software is a real variable the features do not carry, so superseded releases can be
-    set aside rather than read as slower GPUs."""
+    set aside rather than read as slower GPUs. `by_source`: one row per configuration and
+    source family, named in features["source"] (never fitted: evaluation folds use it)."""
     import pandas as pd
 
     sql = "SELECT * FROM trials WHERE status = 'finished' AND throughput > 0"
@@ -80,8 +96,10 @@ def throughput_data(store, include_published: bool = True, exclude_software=()):
             sum(superseded)
     if not kept:
         return features, np.array([]), {}, skipped
+    sources = np.array([source_family(t["source"]) for t in kept], dtype=str)
+    keys = config_keys(features)
     frame = pd.DataFrame({
-        "key": config_keys(features),
+        "key": np.char.add(np.char.add(keys, "|"), sources) if by_source else keys,
         "throughput": [t["throughput"] for t in kept],
         "lo": [t["throughput_lo"] or t["throughput"] for t in kept],
         "hi": [t["throughput_hi"] or t["throughput"] for t in kept],
@@ -91,6 +109,8 @@ def throughput_data(store, include_published: bool = True, exclude_software=()):
         throughput=("throughput", "median"), lo=("lo", "min"), hi=("hi", "max"), row=("row", "min"))
     measured = {key: [float(r.throughput), float(r.lo), float(r.hi)]
                 for key, r in grouped.iterrows()}
+    if by_source:
+        features = {**features, "source": sources}
     return take(features, grouped["row"].to_numpy()), grouped["throughput"].to_numpy(), \
         measured, skipped
 
@@ -222,24 +242,60 @@ def out_of_fold(features: dict, throughput: np.ndarray, splitter, groups=None,
 
 
 def calibrate(features: dict, throughput: np.ndarray,
-              priors: dict | None = None) -> dict[str, list[float]]:
-    """Split-conformal log-residual quantiles: random folds for interpolation, whole models
-    held out for extrapolation (fits under the hyperparameters chosen on the same data)."""
-    from sklearn.model_selection import KFold, LeaveOneGroupOut
+              priors: dict | None = None) -> dict:
+    """Split-conformal log-residual quantiles from fits that never saw the rows they predict
+    (under the hyperparameters chosen on the same data): random folds for interpolation,
+    whole models held out for extrapolation, and under `novel` one spread per axis the
+    training data may not cover (a model, a GPU, larger clusters), each held out in turn;
+    `Artifact.predict` widens an extrapolated interval by the axes on which it is new."""
+    from sklearn.model_selection import KFold
 
-    out = {name: [-s, s] for name, s in DEFAULT_SPREAD.items()}
+    out: dict[str, Any] = {name: [-s, s] for name, s in DEFAULT_SPREAD.items()}
+    out["workers_log_distance"] = math.log(2)  # the stated spread's: one doubling
+    novel: dict[str, list[float]] = {}
     n = len(throughput)
     if n >= 10:
         folds = KFold(n_splits=5, shuffle=True, random_state=SEED)
         out["interpolated"] = conformal(out_of_fold(features, throughput, folds, priors=priors))
-    models = np.asarray(features["model"]) if n else np.array([])
-    if n >= 10 and len(np.unique(models)) >= 3:
-        out["extrapolated"] = conformal(
-            out_of_fold(features, throughput, LeaveOneGroupOut(), groups=models, priors=priors))
+        novel, distance = novel_spreads(features, throughput, priors)
+        out["extrapolated"] = novel.get("model", out["extrapolated"])
+        out["workers_log_distance"] = distance or out["workers_log_distance"]
     # Less evidence never gets a narrower interval.
     for weaker, stronger in (("interpolated", "measured"), ("extrapolated", "interpolated")):
         out[weaker] = [min(out[weaker][0], out[stronger][0]), max(out[weaker][1], out[stronger][1])]
+    # A new axis adds at least an interpolation's error; one without held-out evidence (one
+    # GPU in the training data, say) the stated extrapolation spread or the fitted one,
+    # whichever is wider: no evidence, no narrowing.
+    stated = DEFAULT_SPREAD["extrapolated"]
+    unknown = [min(out["extrapolated"][0], -stated), max(out["extrapolated"][1], stated)]
+    low, high = out["interpolated"]
+    out["novel"] = {axis: [min(q[0], low), max(q[1], high)]
+                    for axis in NOVEL_AXES for q in [novel.get(axis, unknown)]}
     return out
+
+
+def novel_spreads(features: dict, throughput: np.ndarray,
+                  priors: dict | None) -> tuple[dict[str, list[float]], float | None]:
+    """({axis: conformal quantiles of rows predicted without that axis value}, median log
+    ratio of held-out to largest training cluster). Models need 3 or more (the stated
+    requirement of the extrapolated spread before), GPUs and cluster sizes 2."""
+    from sklearn.model_selection import LeaveOneGroupOut, PredefinedSplit
+
+    spreads: dict[str, list[float]] = {}
+    for axis, least in (("model", 3), ("gpu", 2)):
+        labels = np.asarray(features[axis])
+        if len(np.unique(labels)) >= least:
+            spreads[axis] = conformal(out_of_fold(features, throughput, LeaveOneGroupOut(),
+                                                  groups=labels, priors=priors))
+    workers = np.asarray(features["nodes"], float) * np.asarray(features["gpus_per_node"], float)
+    sizes = np.unique(workers)
+    if len(sizes) < 2:
+        return spreads, None
+    cut = sizes[(len(sizes) - 1) // 2]  # train on the smaller half, as `--split nodes` does
+    larger = workers > cut
+    spreads["workers"] = conformal(out_of_fold(
+        features, throughput, PredefinedSplit(np.where(larger, 0, -1)), priors=priors))
+    return spreads, float(np.median(np.log(workers[larger] / cut)))
 
 
 def conformal(residual: np.ndarray, miscoverage: float = MISCOVERAGE) -> list[float]:
