@@ -77,13 +77,16 @@ def test_excluded_software_is_left_out_and_counted(tmp_path):
         import_published(db)
     everything = evaluate(tmp_path / "p.db", "gpu")
     current = evaluate(tmp_path / "p.db", "gpu", exclude_software=("pytorch-20.06",))
-    # The six A100-40GB rows come from the 20.06 container only: that GPU leaves the split.
-    assert everything["n"] - current["n"] == 6
-    assert {g["group"] for g in current["groups"]} == {"A100-80GB", "V100"}
+    # Six PyTorch A100-40GB figures come from the 20.06 container: the two BERT
+    # configurations leave the split, the four ResNet-50 ones keep TensorFlow's 20.06 figures
+    # (its tf1 container is not PyTorch's first Ampere release).
+    assert everything["n"] - current["n"] == 2
+    assert {g["group"] for g in current["groups"]} == {"A100-40GB", "A100-80GB", "V100"}
     # 18 rows name that container: those six and ResNeXt101's twelve (no zoo card).
     assert current["skipped"]["software matches --exclude-software pytorch-20.06"] == 18
-    # Measured: 34.7% with the 20.06 rows, 22.3% without (benchmarks/model_accuracy.py).
-    assert current["mape"] < 26 and everything["mape"] < 40
+    # Measured: 40.5% with the 20.06 rows, 41.5% without (benchmarks/model_accuracy.py; 34.7%
+    # and 22.3% before the multi-node BERT pre-training rows of 2026-11-24).
+    assert current["mape"] < 50 and everything["mape"] < 50
 
 
 def copy_store(source, target, edit) -> None:

@@ -34,24 +34,51 @@ def test_every_published_figure_is_carried_with_its_citation(reference):
 
 
 def test_hand_checked_counts():
-    # 30 rows carried from the reference (2026-11-21) + 170 transcribed on 2026-11-23.
+    # 30 rows carried from the reference (2026-11-21) + 170 transcribed on 2026-11-23 + 84 on
+    # 2026-11-24 (TensorFlow ResNet-50; PyTorch and PaddlePaddle BERT pre-training, multi-node).
     rows = _shipped()
-    assert len(rows) == 200
+    assert len(rows) == 284
     per_model = {}
     for r in rows:
         per_model[r["model"]] = per_model.get(r["model"], 0) + 1
-    assert per_model == {"resnet50": 20, "bert_large": 80, "transformer_big": 4,
+    assert per_model == {"resnet50": 32, "bert_large": 152, "transformer_big": 4,
                          "efficientnet_b0": 16, "efficientnet_b4": 16,
                          "efficientnet_widese_b0": 16, "efficientnet_widese_b4": 16,
                          "resnext101_32x4d": 16, "se_resnext101_32x4d": 16}
     bert = [r for r in rows if r["model"] == "bert_large"]
-    assert sum(r["model_as_published"] == "bert-large-pretraining-phase1" for r in bert) == 20
-    assert sum(r["model_as_published"] == "bert-large-pretraining-phase2" for r in bert) == 20
-    assert sum(r["model_as_published"] == "bert-large-squad-finetune" for r in bert) == 40
+    assert sum(r["model_as_published"] == "bert-large-pretraining-phase1" for r in bert) == 54
+    assert sum(r["model_as_published"] == "bert-large-pretraining-phase2" for r in bert) == 54
+    assert sum(r["model_as_published"] == "bert-large-squad-finetune" for r in bert) == 44
     (row,) = [r for r in rows if r["model"] == "bert_large" and r["gpu_as_published"] ==
               "DGX-2 (16x V100 32G)" and r["num_gpus"] == "16" and r["precision"] == "amp"
               and r["seq_len"] == "128"]
     assert float(row["throughput"]) == 2775.04 and row["batch_per_gpu"] == "64"
+    (row,) = [r for r in rows if r["framework"] == "PaddlePaddle" and r["nodes"] == "32"
+              and r["precision"] == "amp" and r["seq_len"] == "512"]
+    assert (row["num_gpus"], row["batch_per_gpu"], float(row["throughput"])) == \
+        ("256", "32", 60206)
+    (row,) = [r for r in rows if r["framework"] == "TensorFlow" and r["num_gpus"] == "16"
+              and r["precision"] == "fp32"]
+    assert (row["gpu"], row["batch_per_gpu"], float(row["throughput"])) == ("V100", "128", 6500)
+
+
+def test_multi_node_rows_are_imported_across_nodes(tmp_path):
+    with Store(tmp_path / "m.db") as store:
+        import_published(store)
+        trials = store.rows("trials")
+    multi = [t for t in trials if t["nodes"] > 1]
+    # 2-32 DGX A100 nodes of 8 GPUs: PyTorch and PaddlePaddle BERT pre-training, 20 each.
+    assert len(multi) == 40
+    assert {t["gpus_per_node"] for t in multi} == {8}
+    assert {t["nodes"] for t in multi} == {2, 4, 8, 16, 32}
+    assert all(t["extra"]["network_gbps"] == 1600 for t in multi)
+    bad = tmp_path / "figures.csv"
+    rows = SHIPPED.read_text().splitlines()
+    (line,) = [r for r in rows if "32 x DGX A100" in r and "PaddlePaddle" in r
+               and ",amp,32," in r]
+    bad.write_text("\n".join([rows[0], line.replace(",32,1600", ",3,1600")]))
+    with pytest.raises(ImportDataError, match="not a whole number of GPUs on each of 3 nodes"):
+        load_published(bad)
 
 
 def test_every_image_row_has_its_batch_and_image_size():
