@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from advisor import physics
-from advisor.artifact import SCHEMA_VERSION, Artifact, config_keys
+from advisor.artifact import RANGE_AXES, SCHEMA_VERSION, Artifact, config_keys, range_axis
 from advisor.features import model_features, take, trial_features
 from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 
@@ -36,9 +36,10 @@ RIDGE_ALPHAS = (0.1, 1.0, 10.0, 100.0, 1000.0)
 # term after the other (the PS term first: it binds hardest).
 TUNED_PRIORS = {"ps_server_tensor": (1e-5, 3e-5, 1e-4, 3e-4, 1e-3),
                 "tensor_memory": (1e5, 1e6, 1e7)}
-# Axes on which a configuration can lie outside the training data; each has its own held-out
-# interval spread (calibrate).
-NOVEL_AXES = ("model", "gpu", "workers")
+# Axes on which a configuration can lie outside the training data, each with its own held-out
+# interval spread (calibrate): a model or a GPU never seen, a cluster size or a model size
+# beyond the trained range (RANGE_AXES).
+NOVEL_AXES = ("model", "gpu", *RANGE_AXES)
 CORRECTION_INPUTS = ("log_flops", "log_batch", "log_peak", "log_workers", "log_intensity")
 MISCOVERAGE = 1 - PREDICTION_INTERVAL_LEVEL
 SEED = 0
@@ -246,20 +247,20 @@ def calibrate(features: dict, throughput: np.ndarray,
     """Split-conformal log-residual quantiles from fits that never saw the rows they predict
     (under the hyperparameters chosen on the same data): random folds for interpolation,
     whole models held out for extrapolation, and under `novel` one spread per axis the
-    training data may not cover (a model, a GPU, larger clusters), each held out in turn;
-    `Artifact.predict` widens an extrapolated interval by the axes on which it is new."""
+    training data may not cover, each held out in turn; `Artifact.predict` widens an
+    extrapolated interval by the axes on which it is new, the range axes by how far beyond
+    `range` it lies relative to the `log_distance` they were calibrated at."""
     from sklearn.model_selection import KFold
 
     out: dict[str, Any] = {name: [-s, s] for name, s in DEFAULT_SPREAD.items()}
-    out["workers_log_distance"] = math.log(2)  # the stated spread's: one doubling
     novel: dict[str, list[float]] = {}
+    distance: dict[str, float] = {}
     n = len(throughput)
     if n >= 10:
         folds = KFold(n_splits=5, shuffle=True, random_state=SEED)
         out["interpolated"] = conformal(out_of_fold(features, throughput, folds, priors=priors))
         novel, distance = novel_spreads(features, throughput, priors)
         out["extrapolated"] = novel.get("model", out["extrapolated"])
-        out["workers_log_distance"] = distance or out["workers_log_distance"]
     # Less evidence never gets a narrower interval.
     for weaker, stronger in (("interpolated", "measured"), ("extrapolated", "interpolated")):
         out[weaker] = [min(out[weaker][0], out[stronger][0]), max(out[weaker][1], out[stronger][1])]
@@ -271,31 +272,40 @@ def calibrate(features: dict, throughput: np.ndarray,
     low, high = out["interpolated"]
     out["novel"] = {axis: [min(q[0], low), max(q[1], high)]
                     for axis in NOVEL_AXES for q in [novel.get(axis, unknown)]}
+    # A stated spread holds for one doubling beyond the range.
+    out["log_distance"] = {axis: distance.get(axis, math.log(2)) for axis in RANGE_AXES}
+    out["range"] = {axis: [float(v.min()), float(v.max())] for axis in RANGE_AXES
+                    for v in [range_axis(features, axis)] if n}
     return out
 
 
 def novel_spreads(features: dict, throughput: np.ndarray,
-                  priors: dict | None) -> tuple[dict[str, list[float]], float | None]:
-    """({axis: conformal quantiles of rows predicted without that axis value}, median log
-    ratio of held-out to largest training cluster). Models need 3 or more (the stated
-    requirement of the extrapolated spread before), GPUs and cluster sizes 2."""
+                  priors: dict | None) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """({axis: conformal quantiles of rows predicted without that axis value}, {range axis:
+    median log ratio of held-out to largest training value}). Models need 3 or more (the
+    stated requirement of the extrapolated spread before), GPUs and range values 2; a range
+    axis trains on the smaller half of its values and predicts the rest, as `--split nodes`
+    does for cluster sizes."""
     from sklearn.model_selection import LeaveOneGroupOut, PredefinedSplit
 
     spreads: dict[str, list[float]] = {}
+    distance: dict[str, float] = {}
     for axis, least in (("model", 3), ("gpu", 2)):
         labels = np.asarray(features[axis])
         if len(np.unique(labels)) >= least:
             spreads[axis] = conformal(out_of_fold(features, throughput, LeaveOneGroupOut(),
                                                   groups=labels, priors=priors))
-    workers = np.asarray(features["nodes"], float) * np.asarray(features["gpus_per_node"], float)
-    sizes = np.unique(workers)
-    if len(sizes) < 2:
-        return spreads, None
-    cut = sizes[(len(sizes) - 1) // 2]  # train on the smaller half, as `--split nodes` does
-    larger = workers > cut
-    spreads["workers"] = conformal(out_of_fold(
-        features, throughput, PredefinedSplit(np.where(larger, 0, -1)), priors=priors))
-    return spreads, float(np.median(np.log(workers[larger] / cut)))
+    for axis in RANGE_AXES:
+        values = range_axis(features, axis)
+        sizes = np.unique(values)
+        if len(sizes) < 2:
+            continue
+        cut = sizes[(len(sizes) - 1) // 2]
+        larger = values > cut
+        spreads[axis] = conformal(out_of_fold(
+            features, throughput, PredefinedSplit(np.where(larger, 0, -1)), priors=priors))
+        distance[axis] = float(np.median(np.log(values[larger] / cut)))
+    return spreads, distance
 
 
 def conformal(residual: np.ndarray, miscoverage: float = MISCOVERAGE) -> list[float]:

@@ -165,11 +165,13 @@ def test_intervals_widen_with_each_axis_the_training_data_never_covered(tmp_path
                   row("mid", "A100-40GB", 2, 2, "amp"),  # unseen GPU
                   {**row("mid", "A100-40GB", 2, 2, "amp"), "model": "unseen"},  # and model
                   {**row("mid", "A100-40GB", 16, 4, "amp"), "model": "unseen"},  # 4x the size
-                  {**row("mid", "A100-40GB", 256, 4, "amp"), "model": "unseen"}]  # 64x
+                  {**row("mid", "A100-40GB", 256, 4, "amp"), "model": "unseen"},  # 64x
+                  {**row("mid", "A100-40GB", 256, 4, "amp"), "model": "unseen",  # and 100x
+                   "flops_per_sample": 2e12}]  # the largest model's work per sample
     p = artifact.predict("throughput", to_arrays(candidates))
-    assert p.provenance.tolist() == ["interpolated"] + ["extrapolated"] * 4
+    assert p.provenance.tolist() == ["interpolated"] + ["extrapolated"] * 5
     width = np.log(p.hi / p.lo)
     assert np.all(np.diff(width) > 0), width
     # Each axis's spread was calibrated on rows held out along that axis.
     novel = artifact.doc["throughput"]["calibration"]["novel"]
-    assert set(novel) == {"model", "gpu", "workers"}
+    assert set(novel) == {"model", "gpu", "workers", "model_size"}
