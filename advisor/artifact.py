@@ -29,6 +29,8 @@ SCHEMA_VERSION = 2  # 2: overhead priors by provider with sources, lifetime figu
 TARGETS = ("throughput", "startup_s", "checkpoint_s", "recovery_s")
 PROVENANCE = ("measured", "interpolated", "extrapolated")  # from best to worst evidence
 PREEMPTIBLE_CAP_S = 24 * 3600.0  # GCP stops a legacy preemptible VM after 24 h
+# Axes whose trained range bounds an interval's calibration (`range_axis`).
+RANGE_AXES = ("workers", "model_size")
 
 
 class ArtifactError(AdvisorError):
@@ -115,8 +117,7 @@ class Artifact:
         measured = spec["seen"]["configs"]
         keys, inverse = unique_keys(*(physics.codes(features, c) for c in CONFIG_COLUMNS))
         is_measured = np.array([k in measured for k in keys], dtype=bool)[inverse]
-        workers = (np.asarray(features["nodes"], float)
-                   * np.asarray(features["gpus_per_node"], float))
+        workers = range_axis(features, "workers")
         pairs = (physics.codes(features, "model"), physics.codes(features, "gpu"))
         lo_w = _lookup({k: v[0] for k, v in spec["seen"]["model_gpu"].items()}, pairs, np.inf)
         hi_w = _lookup({k: v[1] for k, v in spec["seen"]["model_gpu"].items()}, pairs, -np.inf)
@@ -124,6 +125,7 @@ class Artifact:
         provenance = np.where(is_measured, "measured",
                               np.where(interpolated, "interpolated", "extrapolated"))
         lo, hi = _interval(spec["calibration"], value, provenance)
+        lo, hi = _widen_where_novel(spec, features, provenance, value, lo, hi)
         if is_measured.any():  # a measured configuration answers with its measurements
             rows = np.array([measured.get(k, [np.nan] * 3) for k in keys], dtype=float)[inverse]
             rows = rows[is_measured]
@@ -278,6 +280,47 @@ def _interval(calibration: dict, value: np.ndarray, provenance: np.ndarray):
         q_lo, q_hi = calibration.get(name, calibration["extrapolated"])
         where = provenance == name
         lo[where], hi[where] = value[where] * math.exp(q_lo), value[where] * math.exp(q_hi)
+    return lo, hi
+
+
+def range_axis(features: dict, axis: str) -> np.ndarray:
+    """A configuration's value on a RANGE_AXES axis: workers in the cluster, or the model's
+    FLOPs per sample (its size at the input size trained)."""
+    if axis == "workers":
+        return np.asarray(features["nodes"], float) * np.asarray(features["gpus_per_node"], float)
+    return np.asarray(features["flops_per_sample"], float)
+
+
+def _widen_where_novel(spec: dict, features: dict, provenance: np.ndarray, value, lo, hi):
+    """Extrapolated intervals on axes the training data never covered (a model, a GPU, a
+    cluster or model size outside the trained range): the held-out spread of each such axis,
+    combined in quadrature, never narrower than the plain extrapolated spread. A range axis's
+    spread grows with the log distance beyond the trained range, relative to the distance it
+    was calibrated at."""
+    calibration, seen = spec["calibration"], spec["seen"]["model_gpu"]
+    novel = calibration.get("novel")
+    extrapolated = provenance == "extrapolated"
+    if not novel or not seen or not extrapolated.any():
+        return lo, hi
+    pairs = [key.split("|", 1) for key in seen]
+    unseen = {"model": ~physics.is_in(features, "model", sorted({m for m, _ in pairs})),
+              "gpu": ~physics.is_in(features, "gpu", sorted({g for _, g in pairs}))}
+    scale = {"model": 1.0, "gpu": 1.0}
+    for axis, (low, high) in calibration.get("range", {}).items():
+        values = range_axis(features, axis)
+        distance = np.log(np.maximum(values / high, low / values))
+        unseen[axis] = distance > 0
+        scale[axis] = np.maximum(1.0, distance / calibration["log_distance"][axis])
+    below, above = np.zeros(len(value)), np.zeros(len(value))
+    for axis, (q_lo, q_hi) in novel.items():
+        new = unseen.get(axis, False) & extrapolated
+        below += np.where(new, (min(q_lo, 0.0) * scale.get(axis, 1.0)) ** 2, 0.0)
+        above += np.where(new, (max(q_hi, 0.0) * scale.get(axis, 1.0)) ** 2, 0.0)
+    base_lo, base_hi = calibration["extrapolated"]
+    wider = extrapolated & ((below > base_lo ** 2) | (above > base_hi ** 2))
+    lo, hi = lo.copy(), hi.copy()
+    lo[wider] = value[wider] * np.exp(-np.sqrt(np.maximum(below, base_lo ** 2)))[wider]
+    hi[wider] = value[wider] * np.exp(np.sqrt(np.maximum(above, base_hi ** 2)))[wider]
     return lo, hi
 
 

@@ -1,9 +1,10 @@
 """Held-out accuracy of the throughput model: leave one model out, leave one GPU out, train on
-small clusters and test on larger ones, or random k-fold.
+small clusters and test on larger ones, leave one source out (CM-DARE's, published, this
+project's own runs), or random k-fold.
 
 Every held-out prediction goes through the same path as production: fit (with its own
 calibration and its hyperparameters chosen by inner cross-validation, on the training part
-only) -> artifact section -> `Artifact.predict`. A plain
+only: nested cross-validation) -> artifact section -> `Artifact.predict`. A plain
 log-linear regression (the kind CM-DARE's paper and its successors fitted) is scored on the
 same folds as a baseline.
 """
@@ -19,7 +20,7 @@ from advisor.features import take
 from advisor.fitting import SEED, fit_throughput, throughput_data
 from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 
-SPLITS = ("model", "gpu", "nodes", "random")
+SPLITS = ("model", "gpu", "nodes", "source", "random")
 TARGETS = ("throughput", "step_time")
 
 
@@ -33,12 +34,13 @@ def folds(features: dict, split: str, max_train_workers: int | None = None):
 
     n = len(features["model"])
     workers = np.asarray(features["nodes"], float) * np.asarray(features["gpus_per_node"], float)
-    if split in ("model", "gpu"):
+    if split in ("model", "gpu", "source"):
         labels = np.asarray(features[split])
         distinct = np.unique(labels)
         if len(distinct) < 2:
-            raise EvaluateError(f"the store holds one {split} only; leave-one-{split}-out "
-                                "needs two or more (import more data)")
+            raise EvaluateError(f"the store holds one {split} only ({', '.join(distinct)}); "
+                                f"leave-one-{split}-out needs two or more (import more data, "
+                                "e.g. `advisor data import published|cmdare|runs`)")
         for label in distinct:
             yield str(label), np.flatnonzero(labels != label), np.flatnonzero(labels == label)
     elif split == "nodes":
@@ -87,7 +89,8 @@ def evaluate(store: str | Path, split: str, target: str = "throughput",
         raise EvaluateError(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")
     with Store(store, readonly=True) as db:
         features, throughput, _, skipped = throughput_data(db, include_published,
-                                                           exclude_software)
+                                                           exclude_software,
+                                                           by_source=split == "source")
     if len(throughput) == 0:
         raise EvaluateError(f"{store} holds no GPU throughput measurements with model "
                             "features; import some (`advisor data import cmdare|runs|published`)")
@@ -117,6 +120,11 @@ def evaluate(store: str | Path, split: str, target: str = "throughput",
     return summarise(rows, groups, split, target, skipped, priors)
 
 
+def coverage(rows: list[dict]) -> float:
+    """Share of measurements inside their predicted interval."""
+    return float(np.mean([r["lo"] <= r["measured"] <= r["hi"] for r in rows]))
+
+
 def summarise(rows: list[dict], groups: list[str], split: str, target: str,
               skipped: dict, priors: dict[str, dict]) -> dict:
     def ape(key: str, subset: list[dict]) -> float:
@@ -128,7 +136,7 @@ def summarise(rows: list[dict], groups: list[str], split: str, target: str,
         per_group.append({
             "group": name, "n": len(subset), "mape": ape("predicted", subset),
             "baseline_mape": ape("baseline", subset),
-            "coverage": float(np.mean([r["lo"] <= r["measured"] <= r["hi"] for r in subset])),
+            "coverage": coverage(subset),
             "priors": priors[name],  # chosen on this fold's training part
         })
     return {
@@ -137,8 +145,13 @@ def summarise(rows: list[dict], groups: list[str], split: str, target: str,
         "median_ape": float(np.median([abs(r["predicted"] / r["measured"] - 1)
                                        for r in rows]) * 100),
         "baseline_loglinear_mape": ape("baseline", rows),
-        "interval_coverage": float(np.mean([r["lo"] <= r["measured"] <= r["hi"] for r in rows])),
+        "interval_coverage": coverage(rows),
         "interval_level": PREDICTION_INTERVAL_LEVEL,
+        "coverage_by_provenance": {
+            p: {"n": len(subset), "coverage": coverage(subset),
+                "median_width": float(np.median([r["hi"] / r["lo"] for r in subset]))}
+            for p in sorted({r["provenance"] for r in rows})
+            for subset in [[r for r in rows if r["provenance"] == p]]},
         "mape_by_workers": {str(w): ape("predicted", [r for r in rows if r["workers"] == w])
                             for w in sorted({r["workers"] for r in rows})},
         "groups": per_group, "predictions": rows, "skipped": skipped,

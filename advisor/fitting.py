@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from advisor import physics
-from advisor.artifact import SCHEMA_VERSION, Artifact, config_keys
+from advisor.artifact import RANGE_AXES, SCHEMA_VERSION, Artifact, config_keys, range_axis
 from advisor.errors import AdvisorError
 from advisor.features import model_features, take, trial_features
 from gpuadvisor import data
@@ -39,6 +39,10 @@ RIDGE_ALPHAS = (0.1, 1.0, 10.0, 100.0, 1000.0)
 # term after the other (the PS term first: it binds hardest).
 TUNED_PRIORS = {"ps_server_tensor": (1e-5, 3e-5, 1e-4, 3e-4, 1e-3),
                 "tensor_memory": (1e5, 1e6, 1e7)}
+# Axes on which a configuration can lie outside the training data, each with its own held-out
+# interval spread (calibrate): a model or a GPU never seen, a cluster size or a model size
+# beyond the trained range (RANGE_AXES).
+NOVEL_AXES = ("model", "gpu", *RANGE_AXES)
 CORRECTION_INPUTS = ("log_flops", "log_batch", "log_peak", "log_workers", "log_intensity")
 MISCOVERAGE = 1 - PREDICTION_INTERVAL_LEVEL
 SEED = 0
@@ -55,12 +59,25 @@ class FitError(AdvisorError, ValueError):
 
 # -- throughput ---------------------------------------------------------------------------
 
-def throughput_data(store, include_published: bool = True, exclude_software=()):
+def source_family(source: str) -> str:
+    """Where a trial's figure comes from, as `--split source` holds it out: `published`, an
+    import (`import:cmdare` -> `cmdare`), or `profiler` (this project's own runs: local, gcp,
+    aws)."""
+    if source == "published":
+        return source
+    if source.startswith("import:"):
+        return source.removeprefix("import:")
+    return "profiler"
+
+
+def throughput_data(store, include_published: bool = True, exclude_software=(),
+                    by_source: bool = False):
     """(features, throughput, measured [value, lo, hi] per config, skip reasons), one row per
     distinct configuration (repeats are reduced to their median). Trials whose recorded
     software (container, framework, versions) contains any of `exclude_software` are left out:
     software is a real variable the features do not carry, so superseded releases can be
-    set aside rather than read as slower GPUs."""
+    set aside rather than read as slower GPUs. `by_source`: one row per configuration and
+    source family, named in features["source"] (never fitted: evaluation folds use it)."""
     import pandas as pd
 
     sql = "SELECT * FROM trials WHERE status = 'finished' AND throughput > 0"
@@ -76,8 +93,10 @@ def throughput_data(store, include_published: bool = True, exclude_software=()):
             sum(superseded)
     if not kept:
         return features, np.array([]), {}, skipped
+    sources = np.array([source_family(t["source"]) for t in kept], dtype=str)
+    keys = config_keys(features)
     frame = pd.DataFrame({
-        "key": config_keys(features),
+        "key": np.char.add(np.char.add(keys, "|"), sources) if by_source else keys,
         "throughput": [t["throughput"] for t in kept],
         "lo": [t["throughput_lo"] or t["throughput"] for t in kept],
         "hi": [t["throughput_hi"] or t["throughput"] for t in kept],
@@ -87,6 +106,8 @@ def throughput_data(store, include_published: bool = True, exclude_software=()):
         throughput=("throughput", "median"), lo=("lo", "min"), hi=("hi", "max"), row=("row", "min"))
     measured = {key: [float(r.throughput), float(r.lo), float(r.hi)]
                 for key, r in grouped.iterrows()}
+    if by_source:
+        features = {**features, "source": sources}
     return take(features, grouped["row"].to_numpy()), grouped["throughput"].to_numpy(), \
         measured, skipped
 
@@ -218,24 +239,69 @@ def out_of_fold(features: dict, throughput: np.ndarray, splitter, groups=None,
 
 
 def calibrate(features: dict, throughput: np.ndarray,
-              priors: dict | None = None) -> dict[str, list[float]]:
-    """Split-conformal log-residual quantiles: random folds for interpolation, whole models
-    held out for extrapolation (fits under the hyperparameters chosen on the same data)."""
-    from sklearn.model_selection import KFold, LeaveOneGroupOut
+              priors: dict | None = None) -> dict:
+    """Split-conformal log-residual quantiles from fits that never saw the rows they predict
+    (under the hyperparameters chosen on the same data): random folds for interpolation,
+    whole models held out for extrapolation, and under `novel` one spread per axis the
+    training data may not cover, each held out in turn; `Artifact.predict` widens an
+    extrapolated interval by the axes on which it is new, the range axes by how far beyond
+    `range` it lies relative to the `log_distance` they were calibrated at."""
+    from sklearn.model_selection import KFold
 
-    out = {name: [-s, s] for name, s in DEFAULT_SPREAD.items()}
+    out: dict[str, Any] = {name: [-s, s] for name, s in DEFAULT_SPREAD.items()}
+    novel: dict[str, list[float]] = {}
+    distance: dict[str, float] = {}
     n = len(throughput)
     if n >= 10:
         folds = KFold(n_splits=5, shuffle=True, random_state=SEED)
         out["interpolated"] = conformal(out_of_fold(features, throughput, folds, priors=priors))
-    models = np.asarray(features["model"]) if n else np.array([])
-    if n >= 10 and len(np.unique(models)) >= 3:
-        out["extrapolated"] = conformal(
-            out_of_fold(features, throughput, LeaveOneGroupOut(), groups=models, priors=priors))
+        novel, distance = novel_spreads(features, throughput, priors)
+        out["extrapolated"] = novel.get("model", out["extrapolated"])
     # Less evidence never gets a narrower interval.
     for weaker, stronger in (("interpolated", "measured"), ("extrapolated", "interpolated")):
         out[weaker] = [min(out[weaker][0], out[stronger][0]), max(out[weaker][1], out[stronger][1])]
+    # A new axis adds at least an interpolation's error; one without held-out evidence (one
+    # GPU in the training data, say) the stated extrapolation spread or the fitted one,
+    # whichever is wider: no evidence, no narrowing.
+    stated = DEFAULT_SPREAD["extrapolated"]
+    unknown = [min(out["extrapolated"][0], -stated), max(out["extrapolated"][1], stated)]
+    low, high = out["interpolated"]
+    out["novel"] = {axis: [min(q[0], low), max(q[1], high)]
+                    for axis in NOVEL_AXES for q in [novel.get(axis, unknown)]}
+    # A stated spread holds for one doubling beyond the range.
+    out["log_distance"] = {axis: distance.get(axis, math.log(2)) for axis in RANGE_AXES}
+    out["range"] = {axis: [float(v.min()), float(v.max())] for axis in RANGE_AXES
+                    for v in [range_axis(features, axis)] if n}
     return out
+
+
+def novel_spreads(features: dict, throughput: np.ndarray,
+                  priors: dict | None) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """({axis: conformal quantiles of rows predicted without that axis value}, {range axis:
+    median log ratio of held-out to largest training value}). Models need 3 or more (the
+    stated requirement of the extrapolated spread before), GPUs and range values 2; a range
+    axis trains on the smaller half of its values and predicts the rest, as `--split nodes`
+    does for cluster sizes."""
+    from sklearn.model_selection import LeaveOneGroupOut, PredefinedSplit
+
+    spreads: dict[str, list[float]] = {}
+    distance: dict[str, float] = {}
+    for axis, least in (("model", 3), ("gpu", 2)):
+        labels = np.asarray(features[axis])
+        if len(np.unique(labels)) >= least:
+            spreads[axis] = conformal(out_of_fold(features, throughput, LeaveOneGroupOut(),
+                                                  groups=labels, priors=priors))
+    for axis in RANGE_AXES:
+        values = range_axis(features, axis)
+        sizes = np.unique(values)
+        if len(sizes) < 2:
+            continue
+        cut = sizes[(len(sizes) - 1) // 2]
+        larger = values > cut
+        spreads[axis] = conformal(out_of_fold(
+            features, throughput, PredefinedSplit(np.where(larger, 0, -1)), priors=priors))
+        distance[axis] = float(np.median(np.log(values[larger] / cut)))
+    return spreads, distance
 
 
 def conformal(residual: np.ndarray, miscoverage: float = MISCOVERAGE) -> list[float]:

@@ -17,7 +17,7 @@ def evaluate(
     store: Path = typer.Option(..., "--store", envvar=envvar("store"), dir_okay=False,
                                help="measurement store (SQLite file)"),
     split: str = typer.Option("model", "--split",
-                              help="model | gpu | nodes | random: what is held out"),
+                              help="model | gpu | nodes | source | random: what is held out"),
     target: str = typer.Option("throughput", "--target", help="throughput | step_time"),
     include_published: bool = typer.Option(
         True, "--include-published/--no-include-published",
@@ -33,8 +33,10 @@ def evaluate(
     cluster sizes it never saw.
 
     --split model leaves one model out at a time, gpu one GPU type, nodes trains on small
-    clusters and tests on larger ones, random is 5-fold. Reports MAPE (percent), the same for a
-    plain log-linear baseline, and how often the 90% interval held the measurement.
+    clusters and tests on larger ones, source one source (cmdare, published, profiler: this
+    project's runs), random is 5-fold. Everything the fit tunes is tuned on the training fold
+    only. Reports MAPE (percent), the same for a plain log-linear baseline, and how often the
+    90% interval held the measurement.
 
     Examples:
 
@@ -43,6 +45,8 @@ def evaluate(
         advisor evaluate --store m.db --split nodes --max-train-workers 4 --format json
 
         advisor evaluate --store m.db --split gpu --exclude-software pytorch-20.06
+
+        advisor evaluate --store m.db --split source
     """
     from advisor.modelling import evaluate as run
     from gpuadvisor.errors import GpuAdvisorError

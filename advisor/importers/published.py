@@ -1,14 +1,17 @@
 """Import published throughput figures (the shipped published_throughput.csv) as trials
 with source 'published'.
 
-These are NVIDIA's figures for optimised NGC containers with DALI input pipelines on one DGX
-node: a prior and a cross-check for modern GPUs, not measurements of this project's workload.
+These are NVIDIA's figures for optimised NGC containers (PyTorch, TensorFlow, PaddlePaddle;
+DALI input pipelines for the image models) on DGX nodes, one or several: a prior and a
+cross-check for modern GPUs, not measurements of this project's workload.
 What lands in `trials`: model (zoo name where one exists), gpu_type (catalog name),
-nodes 1, gpus_per_node = num_gpus, sync 'allreduce', precision, batch_per_gpu, image_size /
+nodes (the optional `nodes` column, else 1), gpus_per_node = num_gpus / nodes, sync
+'allreduce', precision, batch_per_gpu, image_size /
 seq_len, throughput (samples/s: img/s or seq/s; tok/s for transformer_big, see
 `extra.unit`); trial_key: see `trial_key`, software {'container': ...}; `extra`: citation, unit,
 in_zoo, notes, model_as_published, gpu_as_published, tokens_per_gpu_batch, card (the model
-card at the row's own input size, `matched_card`), import_fingerprint.
+card at the row's own input size, `matched_card`), import_fingerprint, and network_gbps
+(per-node inter-node bandwidth) where the optional column gives it.
 """
 
 from __future__ import annotations
@@ -45,7 +48,15 @@ def trial_key(row: dict[str, str]) -> str:
                            ("img", "image_size"), ("seq", "seq_len")):
         if row[column]:
             key += f"/{prefix}{row[column]}"
+    if _nodes(row) > 1:
+        key += f"/{_nodes(row)}nodes"
     return f"{key}/{row['software']}"
+
+
+def _nodes(row: dict[str, str]) -> int:
+    """Nodes of a multi-node figure: the optional column `nodes` (empty or absent: one; its
+    companion `network_gbps` gives each node's inter-node bandwidth)."""
+    return int(row.get("nodes") or 1)
 
 
 def matched_card(row: dict[str, str], cards: dict[str, dict]) -> str | None:
@@ -67,6 +78,11 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
     """The trial of one published row; `cards` (default: the model cards in use) match it
     to the card at its input size (`extra.card`)."""
     gpu = gpu_spec(row["gpu"]).gpu  # KeyError names the known GPUs
+    nodes, gpus = _nodes(row), int(row["num_gpus"])
+    if nodes < 1 or gpus % nodes:
+        raise ValueError(f"num_gpus {gpus} is not a whole number of GPUs on each of "
+                         f"{nodes} nodes")
+    extra = {"network_gbps": float(row["network_gbps"])} if row.get("network_gbps") else {}
     return {
         "trial_key": trial_key(row),
         "sweep": "published",
@@ -74,8 +90,8 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
         "recorded_at": row["as_of"],
         "source": SOURCE,
         "gpu_type": gpu,
-        "gpus_per_node": int(row["num_gpus"]),
-        "nodes": 1,
+        "gpus_per_node": gpus // nodes,
+        "nodes": nodes,
         "sync": "allreduce",
         "model": row["model"],
         "batch_per_gpu": _int(row["batch_per_gpu"]),
@@ -93,6 +109,7 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
             "gpu_as_published": row["gpu_as_published"],
             "tokens_per_gpu_batch": _int(row["tokens_per_gpu_batch"]),
             "card": matched_card(row, load_cards() if cards is None else cards),
+            **extra,
         },
     }
 
