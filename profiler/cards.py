@@ -15,9 +15,10 @@ from contextlib import contextmanager
 from datetime import date
 
 from profiler import zoo
+from profiler.operators import operator_split
 
 SOURCE = ("scripts/build_cards.py: meta device, FlopCounterMode with grouped-conv backward "
-          "corrected, memory-efficient attention")
+          "corrected, memory-efficient attention; operator split by profiler/operators.py")
 
 
 def conv_backward_flop(grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation,
@@ -126,5 +127,6 @@ def compute_card(name: str, image_size: int | None = None, seq_len: int | None =
                 else None, "seq_len": seq_len if entry.task == "text" else None,
                 "batch_per_gpu": entry.batch_per_gpu}
     return {**workload, **measure(entry.name, image_size, seq_len),
+            **operator_split(entry.name, image_size, seq_len),
             "torch_version": torch.__version__.split("+")[0],
             "as_of": date.today().isoformat(), "source": SOURCE}

@@ -1,4 +1,4 @@
-"""Regenerate datasets/model_cards.csv from the model zoo (torch on the meta device, ~1 s a
+"""Regenerate datasets/model_cards.csv from the model zoo (torch on the meta device, ~2 s a
 model). Run after changing a zoo entry: .venv/bin/python scripts/build_cards.py"""
 
 from __future__ import annotations
