@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -45,6 +45,8 @@ class Workload:
     flops_per_sample: float
     activation_bytes_per_sample: float  # fp32, saved for backward
     tensors: float | None = None  # parameter tensors (a checkpoint's count)
+    # The card's operator split (gpuadvisor.cards.OPERATOR_COLUMNS); empty: priced from totals
+    operators: Mapping[str, float | None] = field(default_factory=dict)
 
     def total_samples(self, total_gpus: np.ndarray) -> np.ndarray:
         """Samples the job processes on clusters of `total_gpus` GPUs (steps fix the sample
@@ -67,7 +69,8 @@ class Workload:
         """The card features `advisor.features.configuration_features` reads for this model."""
         return {"params": self.params, "flops_per_sample": self.flops_per_sample,
                 "gradient_bytes": self.gradient_bytes,
-                "activation_bytes": self.activation_bytes_per_sample, "tensors": self.tensors}
+                "activation_bytes": self.activation_bytes_per_sample, "tensors": self.tensors,
+                **self.operators}
 
     def describe(self) -> dict:
         amount = (
@@ -96,6 +99,7 @@ def build_workload(
 ) -> Workload:
     """A Workload from the model card, with the user's overrides checked."""
     from advisor.features import card_features
+    from gpuadvisor.cards import OPERATOR_COLUMNS
 
     card = _find_card(cards, model)
     features = card_features(card)
@@ -124,6 +128,7 @@ def build_workload(
         flops_per_sample=features["flops_per_sample"],
         activation_bytes_per_sample=features["activation_bytes"],
         tensors=features["tensors"],
+        operators={key: features[key] for key in OPERATOR_COLUMNS},
     )
 
 
