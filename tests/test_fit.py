@@ -10,7 +10,7 @@ import pytest
 
 from advisor import physics
 from advisor.artifact import load_artifact
-from advisor.features import gpu_features, to_arrays
+from advisor.features import gpu_features, gpu_link_gb_s, to_arrays
 from advisor.fitting import fit_checkpoint, fit_store
 from advisor.survival import fit_weibull
 from gpuadvisor.store import Store
@@ -28,7 +28,8 @@ def row(model, gpu, nodes, per_node, precision, batch=64):
     return dict(model=model, params=params, flops_per_sample=flops, gradient_bytes=4 * params,
                 activation_bytes=activation, gpu=gpu, nodes=nodes, gpus_per_node=per_node,
                 network_gbps=25.0, sync="allreduce", ps_count=1, batch_per_gpu=batch,
-                precision=precision, provider="aws", spot=False, **gpu_features(gpu))
+                precision=precision, provider="aws", spot=False, **gpu_features(gpu),
+                intra_node_gb_s=gpu_link_gb_s(gpu, None))  # as trial features build it
 
 
 def true_throughput(rows):
