@@ -88,8 +88,11 @@ TENSOR_CLASSES = ("matmul", "conv", "attention")  # what cuBLAS/cuDNN run on ten
 FP32_DEFAULT_TF32_CLASSES = ("conv",)
 HALF_BYTES = 0.5  # 16-bit activations move half the bytes
 # A card without the operator split: its saved activations are written in the forward pass
-# and read in the backward pass.
+# and read in the backward pass, and its FLOPs, all taken as matrix products, run at the
+# whole-model efficiency published ResNet-50 runs reach (~35% of FP32 peak: half the large-GEMM
+# figure), since nothing tells its memory-bound operators apart.
 ACTIVATION_PASSES = 2.0
+UNSPLIT_RELATIVE_EFFICIENCY = 0.5
 # SGD with momentum in FP32 reads weight, gradient and momentum and writes weight and
 # momentum once a step: 5 x 4 bytes per parameter (Adam: 7 x 4).
 OPTIMIZER_BYTES_PER_PARAM = 20.0
@@ -195,9 +198,11 @@ def _optional(features: dict, key: str, n: int) -> np.ndarray:
     return np.asarray(features.get(key, np.full(n, np.nan)), dtype=float)
 
 
-def operator_work(features: dict) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """(FLOPs, bytes) per sample of each operator class; a row without the card's split is
-    priced from its totals (every FLOP a matrix product, activations written and read)."""
+def operator_work(features: dict) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray],
+                                           np.ndarray]:
+    """(FLOPs, bytes) per sample of each operator class, and which rows have the card's split;
+    a row without it is priced from its totals (every FLOP a matrix product, activations
+    written and read)."""
     flops_total = _arr(features, "flops_per_sample")
     n = len(flops_total)
     split = np.isfinite(_optional(features, "matmul_flops_per_sample", n))
@@ -209,7 +214,7 @@ def operator_work(features: dict) -> tuple[dict[str, np.ndarray], dict[str, np.n
         flops[kind] = np.where(split, f, flops_total if kind == "matmul" else 0.0)
         nbytes[kind] = np.where(split, b, ACTIVATION_PASSES * activation
                                 if kind == "other" else 0.0)
-    return flops, nbytes
+    return flops, nbytes, split
 
 
 def gpu_flag(features: dict, key: str) -> np.ndarray:
@@ -250,14 +255,16 @@ def roofline_terms(features: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     fp32_peak, tensor_peak = sustained_peaks(features)
     tensor = on_tensor_cores(features)
     act_scale = np.where(is_in(features, "precision", HALF_PRECISIONS), HALF_BYTES, 1.0)
-    flops, nbytes = operator_work(features)
+    flops, nbytes, split = operator_work(features)
+    efficiency = {kind: np.where(split, RELATIVE_EFFICIENCY[kind], UNSPLIT_RELATIVE_EFFICIENCY)
+                  for kind in OPERATOR_CLASSES}
     compute_fp32 = np.zeros(len(batch))
     compute_tensor = np.zeros(len(batch))
     memory = np.zeros(len(batch))
     with np.errstate(divide="ignore", invalid="ignore"):
         for kind in OPERATOR_CLASSES:
             peak = np.where(tensor[kind], tensor_peak, fp32_peak) * 1e12
-            compute = flops[kind] * batch / (peak * RELATIVE_EFFICIENCY[kind])
+            compute = flops[kind] * batch / (peak * efficiency[kind])
             traffic = nbytes[kind] * act_scale * batch / bandwidth
             prior = np.where(tensor[kind], PRIOR["compute_tensor"], PRIOR["compute_fp32"])
             bound = compute * prior >= traffic * PRIOR["memory"]
@@ -320,7 +327,7 @@ def effective_peak_tflops(features: dict) -> np.ndarray:
     FP32), harmonically weighted by the class's FLOPs."""
     fp32_peak, tensor_peak = sustained_peaks(features)
     tensor = on_tensor_cores(features)
-    flops, _ = operator_work(features)
+    flops, _, _ = operator_work(features)
     total = sum(flops.values())
     seconds = sum(flops[k] / np.where(tensor[k], tensor_peak, fp32_peak) for k in flops)
     with np.errstate(divide="ignore", invalid="ignore"):
