@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from advisor.physics import intra_node_gb_s, sustained_clock_fraction
+from advisor.physics import dense_codes, factorize, intra_node_gb_s, sustained_clock_fraction
 from gpuadvisor.cards import OPERATOR_COLUMNS
 
 STRING_KEYS = ("model", "gpu", "sync", "precision", "provider")
@@ -164,11 +164,11 @@ def configuration_features(
     bf16 = (out["precision"] == "bf16") & (out["gpu_bf16"] == 0)
     if bf16.any():
         raise FeatureError(no_bf16_message(str(gpu[bf16][0])))
-    links = np.asarray(configs.get("interconnect", np.full(n, "")), dtype=object)
-    pairs, pair_index = np.unique(np.char.add(np.char.add(gpu, "|"), _strings(links)),
-                                  return_inverse=True)
-    out["intra_node_gb_s"] = np.array(
-        [gpu_link_gb_s(*pair.split("|", 1)) for pair in pairs])[pair_index.reshape(-1)]
+    link_names, link_index = factorize(_strings(configs.get("interconnect", np.full(n, ""))))
+    pairs, pair_index = dense_codes(gpu_index.reshape(-1) * len(link_names) + link_index)
+    bandwidth = [gpu_link_gb_s(str(gpu_names[p // len(link_names)]),
+                               str(link_names[p % len(link_names)]) or None) for p in pairs]
+    out["intra_node_gb_s"] = np.array(bandwidth, dtype=float)[pair_index]
     return out
 
 
@@ -177,7 +177,11 @@ def no_bf16_message(gpu: str) -> str:
             "(FP16 with a gradient scaler) or a GPU with bf16 (A100, H100, L4, A10G, L40S)")
 
 
-def _strings(values: np.ndarray) -> np.ndarray:
+def _strings(values) -> np.ndarray:
+    """Names as a str array, missing values (None, NaN) as ''."""
+    values = np.asarray(values)
+    if values.dtype.kind == "U":
+        return values
     return np.array(["" if v is None or v != v else str(v) for v in values], dtype=str)
 
 
