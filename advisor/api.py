@@ -19,6 +19,7 @@ import numpy as np
 
 from advisor.errors import AdvisorError, NoPlanError, ParameterError
 from advisor.optimizer import Constraints, Plans
+from advisor.reasons import Reason
 from gpuadvisor.durations import format_duration, format_usd, parse_budget, parse_deadline
 from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL, market
 
@@ -313,6 +314,11 @@ def _catalog(files) -> tuple[dict, str, list[str]]:
 def _nothing_fits(work, candidates) -> NoPlanError:
     from advisor.workload import GIB
 
+    if candidates.largest_gpu_gb is None and any(
+            cut.reason is Reason.PRECISION for cut in candidates.dropped):
+        return NoPlanError("no GPU left after the filters has bf16 (it arrived with Ampere); "
+                           "use precision amp, or widen providers or regions",
+                           "precision", "providers", "regions")
     if candidates.largest_gpu_gb is None:
         return NoPlanError("no offering is left after the filters; widen providers, regions "
                            "or gpus", "providers", "regions", "gpus")

@@ -68,7 +68,7 @@ class Candidates:
             "ps_count": np.zeros(n), "precision": np.full(n, workload.precision),
             "nodes": c["nodes"], "gpus_per_node": c["gpus_per_node"],
             "batch_per_gpu": np.full(n, workload.batch_per_gpu), "spot": c["spot"],
-            "network_gbps": c["network_gbps"],
+            "network_gbps": c["network_gbps"], "interconnect": c["interconnect"],
         }
         return configuration_features(configs, {workload.model: workload.model_features()})
 
@@ -121,6 +121,8 @@ def enumerate_candidates(
         keep &= match
 
     specs = {name: gpu_spec(name) for name in sorted(set(gpu))}
+    if workload.precision == "bf16":
+        keep = _cut_without_bf16(keep, gpu, specs, filters, reasons, rows_per_offering)
     memory_gb = np.array([specs[g].memory_gb for g in gpu], dtype=float)
     fits = workload.memory_per_gpu_bytes() <= memory_gb * GIB
     need = workload.memory_per_gpu_bytes() / GIB
@@ -144,3 +146,16 @@ def enumerate_candidates(
     columns["gpu_type"] = gpu[index]
     columns.update(offering=index, nodes=nodes, spot=spot, price_per_node_hour=price)
     return Candidates(columns, +reasons, largest)
+
+
+def _cut_without_bf16(keep, gpu, specs, filters, reasons, rows_per_offering) -> np.ndarray:
+    """`keep` without GPUs that have no bf16 (each cut with its reason); a GPU filter that
+    leaves only such GPUs is an error naming the fix, not an empty ranking."""
+    from advisor.features import no_bf16_message
+
+    lacking = np.array([specs[g].bf16 is False for g in gpu], dtype=bool)
+    if filters.gpus and keep.any() and lacking[keep].all():
+        raise CandidateError(no_bf16_message(", ".join(sorted(set(gpu[keep])))), "precision")
+    for g in sorted(set(gpu[keep & lacking])):
+        reasons[Cut(Reason.PRECISION, gpu=g)] += int(rows_per_offering[keep & (gpu == g)].sum())
+    return keep & ~lacking

@@ -14,26 +14,39 @@ from typing import Any
 import numpy as np
 
 from advisor.errors import AdvisorError
+from advisor.physics import dense_codes, factorize, intra_node_gb_s, sustained_clock_fraction
+from gpuadvisor.cards import OPERATOR_COLUMNS
 
 STRING_KEYS = ("model", "gpu", "sync", "precision", "provider")
 NUMBER_KEYS = ("params", "flops_per_sample", "gradient_bytes", "activation_bytes",
                "gpu_fp32_tflops", "gpu_tensor_tflops", "gpu_mem_bw_gbps", "gpu_memory_gb",
-               "nodes", "gpus_per_node", "network_gbps", "ps_count", "batch_per_gpu")
+               "gpu_tf32", "gpu_bf16", "gpu_clock_fraction", "nodes", "gpus_per_node",
+               "network_gbps", "ps_count", "batch_per_gpu")
 # Optional: NaN (or absent) where unknown, and the physics term that uses it then adds nothing.
 # `tensors` = the model's parameter tensors (weights, biases, norm scales: a checkpoint's
 # tensor count, from the model card or CM-DARE's checkpoint table), which sets the per-layer
-# work of a step whatever the layers' sizes.
-OPTIONAL_KEYS = ("tensors",)
+# work of a step whatever the layers' sizes. The operator split (FLOPs and bytes per sample by
+# operator class, gpuadvisor.cards.OPERATOR_COLUMNS) prices each class at its own roofline; a
+# card without it is priced from its totals. `intra_node_gb_s` = the all-reduce bandwidth per
+# GPU inside a node, from the node's interconnect and the GPU's links (physics.intra_node_gb_s).
+OPTIONAL_KEYS = ("tensors", *OPERATOR_COLUMNS, "intra_node_gb_s")
+PER_SAMPLE_KEYS = ("flops_per_sample", "activation_bytes",
+                   *(c for c in OPERATOR_COLUMNS if c.endswith("_per_sample")))
 FEATURE_KEYS = STRING_KEYS + NUMBER_KEYS + ("spot",)
 MODEL_KEYS = ("params", "flops_per_sample", "gradient_bytes", "activation_bytes")
-GPU_KEYS = ("gpu_fp32_tflops", "gpu_tensor_tflops", "gpu_mem_bw_gbps", "gpu_memory_gb")
+GPU_KEYS = ("gpu_fp32_tflops", "gpu_tensor_tflops", "gpu_mem_bw_gbps", "gpu_memory_gb",
+            "gpu_tf32", "gpu_bf16", "gpu_clock_fraction")
 # What names a training configuration; `configuration_features` turns these into features.
 CONFIG_KEYS = ("model", "gpu", "provider", "sync", "ps_count", "precision", "nodes",
                "gpus_per_node", "batch_per_gpu", "spot", "network_gbps")
+# Optional configuration columns: the input size trained at, and the node's GPU link
+# (`interconnect`: PCIe, NVLink or NVSwitch, as the catalog says; where absent, the GPU's own
+# NVLink if it has one, else PCIe).
 INPUT_SIZE_KEYS = ("image_size", "seq_len")
 # Optional: the card a configuration was measured at when not its model's default one
 # (bert_large@384 for SQuAD fine-tuning); the model's name stays the model's.
 CARD_KEY = "card"
+LINK_KEYS = ("interconnect",)
 
 # Per-node network bandwidth when neither the trial nor the catalog says (Gbit/s): GCP gives
 # 2 Gbps per vCPU up to 16 on N1 machines, EC2 GPU instances start at 10-25; a local run
@@ -55,6 +68,7 @@ def card_features(card: Mapping[str, Any]) -> dict[str, float | None]:
         "activation_bytes": _num(card.get("activation_bytes_per_sample",
                                           card.get("activation_bytes"))),
         "tensors": _num(card.get("tensors", extra.get("tensors"))),
+        **{key: _num(card.get(key, extra.get(key))) for key in OPERATOR_COLUMNS},
         "image_size": _num(card.get("image_size")),
         "seq_len": _num(card.get("seq_len")),
     }
@@ -86,7 +100,22 @@ def gpu_features(gpu: str) -> dict[str, float]:
         "gpu_tensor_tflops": spec.tensor_tflops or 0.0,
         "gpu_mem_bw_gbps": spec.mem_bw_gbps,
         "gpu_memory_gb": spec.memory_gb,
+        "gpu_tf32": float(bool(spec.tf32)),
+        "gpu_bf16": float(bool(spec.bf16)),
+        "gpu_clock_fraction": sustained_clock_fraction(spec.base_clock_mhz,
+                                                       spec.boost_clock_mhz),
     }
+
+
+def gpu_link_gb_s(gpu: str, interconnect: str | None) -> float:
+    """All-reduce bandwidth per GPU and direction inside a node of `gpu`s linked by
+    `interconnect` (None: NVLink where the GPU has it, else PCIe)."""
+    from cloud.gpus import gpu_spec
+
+    spec = gpu_spec(gpu)
+    if not interconnect:
+        interconnect = "NVLink" if spec.nvlink_gb_s else "PCIe"
+    return intra_node_gb_s(interconnect, spec.pcie_gen, spec.nvlink_gb_s)
 
 
 def configuration_features(
@@ -120,12 +149,12 @@ def configuration_features(
             raise FeatureError(f"no model card for {str(name)!r}")
         cards.append(card)
     for key in MODEL_KEYS + OPTIONAL_KEYS:
-        per_model = np.array([_num(card.get(key)) or (np.nan if key in OPTIONAL_KEYS else 0.0)
-                              for card in cards], dtype=float)
+        missing = np.nan if key in OPTIONAL_KEYS else 0.0
+        per_model = np.array([_or(_num(card.get(key)), missing) for card in cards], dtype=float)
         out[key] = per_model[model_index]
     scale = _input_scale(configs, cards, model_index, n)
-    out["flops_per_sample"] = out["flops_per_sample"] * scale
-    out["activation_bytes"] = out["activation_bytes"] * scale
+    for key in PER_SAMPLE_KEYS:
+        out[key] = out[key] * scale
 
     gpu_names, gpu_index = np.unique(gpu, return_inverse=True)
     specs = []
@@ -136,7 +165,28 @@ def configuration_features(
             raise FeatureError(f"unknown GPU {str(name)!r}") from None
     for key in GPU_KEYS:
         out[key] = np.array([spec[key] for spec in specs], dtype=float)[gpu_index]
+    bf16 = (out["precision"] == "bf16") & (out["gpu_bf16"] == 0)
+    if bf16.any():
+        raise FeatureError(no_bf16_message(str(gpu[bf16][0])))
+    link_names, link_index = factorize(_strings(configs.get("interconnect", np.full(n, ""))))
+    pairs, pair_index = dense_codes(gpu_index.reshape(-1) * len(link_names) + link_index)
+    bandwidth = [gpu_link_gb_s(str(gpu_names[p // len(link_names)]),
+                               str(link_names[p % len(link_names)]) or None) for p in pairs]
+    out["intra_node_gb_s"] = np.array(bandwidth, dtype=float)[pair_index]
     return out
+
+
+def no_bf16_message(gpu: str) -> str:
+    return (f"GPU {gpu} has no bf16 arithmetic (it arrived with Ampere); use --precision amp "
+            "(FP16 with a gradient scaler) or a GPU with bf16 (A100, H100, L4, A10G, L40S)")
+
+
+def _strings(values) -> np.ndarray:
+    """Names as a str array, missing values (None, NaN) as ''."""
+    values = np.asarray(values)
+    if values.dtype.kind == "U":
+        return values
+    return np.array(["" if v is None or v != v else str(v) for v in values], dtype=str)
 
 
 def trial_features(
@@ -166,7 +216,7 @@ def to_arrays(rows: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
     for key in NUMBER_KEYS:
         out[key] = np.array([r[key] for r in rows], dtype=float)
     for key in OPTIONAL_KEYS:
-        out[key] = np.array([_num(r.get(key)) or np.nan for r in rows], dtype=float)
+        out[key] = np.array([_or(_num(r.get(key)), np.nan) for r in rows], dtype=float)
     out["spot"] = np.array([bool(r["spot"]) for r in rows], dtype=bool)
     return out
 
@@ -186,7 +236,7 @@ def _card_names(configs: Mapping[str, Any], model: np.ndarray) -> np.ndarray:
 
 def _columns(rows: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
     return {key: np.array([r.get(key) for r in rows], dtype=object)
-            for key in CONFIG_KEYS + INPUT_SIZE_KEYS + (CARD_KEY,)}
+            for key in CONFIG_KEYS + INPUT_SIZE_KEYS + LINK_KEYS + (CARD_KEY,)}
 
 
 def _trial_config(trial: Mapping[str, Any]) -> dict:
@@ -206,6 +256,8 @@ def _trial_config(trial: Mapping[str, Any]) -> dict:
         "network_gbps": _num(extra.get("network_gbps")) or network_gbps(provider, trial),
         "image_size": trial.get("image_size"), "seq_len": trial.get("seq_len"),
         CARD_KEY: extra.get(CARD_KEY),
+        "interconnect": extra.get("interconnect") or _catalog_links().get(
+            (provider, trial.get("instance_type"))),
     }
 
 
@@ -216,17 +268,26 @@ def network_gbps(provider: str, trial: Mapping[str, Any]) -> float:
 
 
 @cache
-def _catalog_bandwidth() -> dict[tuple[str, str], float]:
+def _catalog_offerings() -> tuple:
     import warnings
 
     try:
         from cloud.catalog import load_catalog
-        with warnings.catch_warnings():  # only bandwidths are read here, never prices
+        with warnings.catch_warnings():  # only links are read here, never prices
             warnings.simplefilter("ignore")
-            offerings = load_catalog().offerings
+            return tuple(load_catalog().offerings)
     except (ImportError, FileNotFoundError):
-        return {}
-    return {(o.provider, o.instance_type): float(o.network_gbps) for o in offerings}
+        return ()
+
+
+@cache
+def _catalog_bandwidth() -> dict[tuple[str, str], float]:
+    return {(o.provider, o.instance_type): float(o.network_gbps) for o in _catalog_offerings()}
+
+
+@cache
+def _catalog_links() -> dict[tuple[str, str], str]:
+    return {(o.provider, o.instance_type): o.interconnect for o in _catalog_offerings()}
 
 
 def _input_scale(configs: Mapping[str, Any], cards: list[Mapping[str, Any]],
@@ -242,6 +303,11 @@ def _input_scale(configs: Mapping[str, Any], cards: list[Mapping[str, Any]],
         use = np.isfinite(trained) & np.isfinite(card) & (scale == 1.0)
         scale[use] = (trained[use] / card[use]) ** power
     return scale
+
+
+def _or(value: float | None, missing: float) -> float:
+    """`value`, or `missing` where it is None (a zero is a value)."""
+    return missing if value is None else value
 
 
 def _num(value: Any) -> float | None:

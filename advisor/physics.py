@@ -1,9 +1,19 @@
-"""The physical step-time model: roofline compute time plus communication time.
+"""The physical step-time model: a roofline per operator class plus communication time.
 
-A training step of one worker costs
+A card splits a step's work by operator class c (profiler/operators.py: matmul, conv,
+grouped_conv, attention, norm, other), each with F_c FLOPs and B_c DRAM bytes per sample.
+On a given GPU and precision each class runs on a unit (tensor cores or the FP32 cores) with
+peak P_c, at the share s of its boost clock the GPU sustains under its power limit, and takes
 
-    t = a_fp32 * F*b / P_fp32 + a_tensor * F*b / P_tensor      (compute at a fraction of peak)
-      + a_mem * A*b / BW_mem                                    (memory traffic of activations)
+    t_c = max(F_c*b / (e_c * s * P_c), B_c*b / BW_mem)        (Habitat's per-operator roofline)
+
+which side binds is decided at the prior efficiencies, so the balance point of every GPU
+puts GEMMs, depthwise convolutions, attention, normalisation and element-wise work where they
+belong. A training step of one worker then costs
+
+    t = a_fp32 * sum F_c*b/(e_c s P_fp32)   over compute-bound classes on FP32 cores
+      + a_tensor * sum F_c*b/(e_c s P_tensor) over compute-bound classes on tensor cores
+      + a_mem * (sum B_c*b + step bytes + optimizer bytes) / BW_mem   (memory-bound classes)
       + a_fixed                                                  (framework, input)
       + a_launch * T + a_layer * T*b / BW_mem                    (per-layer launches, traffic)
       + a_inter * 2(N-1)/N * G / BW_net                          (ring all-reduce between nodes)
@@ -16,20 +26,22 @@ and, with parameter servers, no step is faster than the servers can serve all W 
     step = (t^P + t_server^P)^(1/P)
 
 (a smooth maximum: throughput grows with workers until the servers saturate, on bytes or on
-the per-tensor requests each worker's push and pull make), with F FLOPs per sample (forward +
-backward), b the per-GPU batch, A activation bytes per sample, G gradient bytes, T the model's
-tensors (a checkpoint's count: two models of equal FLOPs run at different speeds when one has
-four times the layers), N nodes, g GPUs per node, W workers. Each coefficient `a` is the
-inverse of an achieved efficiency (or, for communication, the exposed fraction after overlap
-over the achieved share of bandwidth), so the model has few physical parameters and
-extrapolates to GPUs and cluster sizes it never saw. numpy only: it is on the recommend path.
+the per-tensor requests each worker's push and pull make), with b the per-GPU batch, G
+gradient bytes, T the model's tensors (a checkpoint's count), N nodes, g GPUs per node, W
+workers, BW_intra the node's GPU link (NVLink/NVSwitch or PCIe of the GPU's generation) and
+BW_net the instance's network. Each coefficient `a` is the inverse of an achieved efficiency
+(or, for communication, the exposed fraction after overlap over the achieved share of
+bandwidth), so the model has few physical parameters and extrapolates to GPUs and cluster
+sizes it never saw. A card without the operator split is priced from its totals (all FLOPs
+as matrix products, saved activations written and read once). numpy only: it is on the
+recommend path.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from gpuadvisor.gpus import family
+from gpuadvisor.cards import OPERATOR_CLASSES
 from gpuadvisor.vocab import HALF_PRECISIONS
 
 # Order of the design-matrix columns; the artifact stores coefficients in this order.
@@ -40,19 +52,20 @@ WORKER_TERMS = len(TERMS) - 2  # every term but the last two (the servers') adds
 SMOOTH_MAX_POWER = 4.0
 
 # Prior coefficients: what the fit is pulled towards, and what a term keeps when the training
-# data does not exercise it. Achieved fractions from published ResNet-50 runs (~30% of FP32
-# peak, ~15% of tensor peak), activations read and written ~3 times, 5 ms fixed cost, half of
-# the communication hidden behind backward; per tensor and step ~10 kernels of ~10 us, and
-# ~1 MB per sample of activations read and written (a CIFAR-sized layer, three passes); a
-# parameter server handles each tensor's push and pull as requests, ~100 us per tensor and
-# worker (two RPCs of tens of microseconds of server work each). That last value was first
-# read off CM-DARE rows, so a fit whose data exercise it (or the per-tensor traffic term)
-# chooses the prior by inner cross-validation instead (advisor/fitting.py, TUNED_PRIORS); the
-# values here are then only the fallback.
+# data does not exercise it. Achieved fractions of peak once the memory-bound operators are
+# priced apart: cuBLAS reaches about 70% of the tensor or FP32 peak on the large matrix
+# products of training, element-wise kernels about 70% of DRAM bandwidth (STREAM-like); 5 ms
+# fixed cost, half of the communication hidden behind backward; per tensor and step ~10
+# kernels of ~10 us, and ~1 MB per sample of activations read and written (a CIFAR-sized
+# layer, three passes); a parameter server handles each tensor's push and pull as requests,
+# ~100 us per tensor and worker (two RPCs of tens of microseconds of server work each). That
+# last value was first read off CM-DARE rows, so a fit whose data exercise it (or the
+# per-tensor traffic term) chooses the prior by inner cross-validation instead
+# (advisor/fitting.py, TUNED_PRIORS); the values here are then only the fallback.
 PRIOR = {
-    "compute_fp32": 1 / 0.35,
-    "compute_tensor": 1 / 0.15,
-    "memory": 3.0,
+    "compute_fp32": 1 / 0.7,
+    "compute_tensor": 1 / 0.7,
+    "memory": 1 / 0.7,
     "fixed": 0.005,
     "tensor_launch": 1e-4,
     "tensor_memory": 1e6,
@@ -62,11 +75,56 @@ PRIOR = {
     "ps_server": 1.0,
     "ps_server_tensor": 1e-4,
 }
+# Efficiency of each operator class relative to a large matrix product on the same unit,
+# stated a priori: cuDNN's implicit-GEMM convolutions reach about 70% of what cuBLAS does on
+# an equal GEMM (layout transforms, small spatial tiles), depthwise/grouped convolutions a
+# quarter (no reuse to feed the units), fused attention kernels about 60% (softmax between
+# two GEMMs); normalisation and element-wise work is memory-bound on every GPU.
+RELATIVE_EFFICIENCY = {"matmul": 1.0, "conv": 0.7, "grouped_conv": 0.25, "attention": 0.6,
+                       "norm": 1.0, "other": 1.0}
+TENSOR_CLASSES = ("matmul", "conv", "attention")  # what cuBLAS/cuDNN run on tensor cores
+# PyTorch's defaults (since 1.12): torch.backends.cudnn.allow_tf32 = True, matmul TF32 off, so
+# `fp32` runs convolutions in TF32 on GPUs that have it and matrix products in FP32.
+FP32_DEFAULT_TF32_CLASSES = ("conv",)
+HALF_BYTES = 0.5  # 16-bit activations move half the bytes
+# A card without the operator split: its saved activations are written in the forward pass
+# and read in the backward pass, and its FLOPs, all taken as matrix products, run at the
+# whole-model efficiency published ResNet-50 runs reach (~35% of FP32 peak: half the large-GEMM
+# figure), since nothing tells its memory-bound operators apart.
+ACTIVATION_PASSES = 2.0
+UNSPLIT_RELATIVE_EFFICIENCY = 0.5
+# SGD with momentum in FP32 reads weight, gradient and momentum and writes weight and
+# momentum once a step: 5 x 4 bytes per parameter (Adam: 7 x 4).
+OPTIMIZER_BYTES_PER_PARAM = 20.0
+# GB/s per direction of a x16 PCIe link (PCI-SIG: 8, 16, 32 GT/s a lane from gen 3 to 5,
+# 128b/130b encoding); GPUs of unknown generation are taken as gen 3.
+PCIE_X16_GB_S = {3: 15.75, 4: 31.5, 5: 63.0}
+# Intra-node bandwidth (GB/s) for a configuration that names no link (older feature rows).
+FALLBACK_INTRA_NODE_GB_S = 100.0
+# Dynamic power grows about as f^3 (P ~ C V^2 f, voltage rising with frequency). NVIDIA's
+# base clock is what a part holds at its power limit under a worst-case load; a training
+# step's heavy kernels are taken to draw half that power per cycle, so they run at
+# base * 2^(1/3), up to the boost clock the peak TFLOPS figures are quoted at. This derates
+# power-limited parts (T4 70 W: 0.46, L4 72 W: 0.49) and leaves A100/H100 near their peak.
+TRAINING_POWER_ACTIVITY = 0.5
 
-# GPUs older than Ampere have no TF32 mode: `tf32` runs at their FP32 rate.
-NO_TF32 = frozenset({"K80", "P100", "V100", "T4", "M60", "P4"})
-# Nominal intra-node all-reduce bandwidth (bytes/s); the fitted coefficient rescales it.
-INTRA_NODE_BYTES_PER_S = 100e9
+
+def sustained_clock_fraction(base_mhz: float | None, boost_mhz: float | None) -> float:
+    """The share of its boost clock a GPU sustains under training load (1 where unknown)."""
+    if not base_mhz or not boost_mhz:
+        return 1.0
+    return min(1.0, base_mhz / boost_mhz * TRAINING_POWER_ACTIVITY ** (-1 / 3))
+
+
+def intra_node_gb_s(interconnect: str | None, pcie_gen: int | None,
+                    nvlink_gb_s: float | None) -> float:
+    """All-reduce bandwidth per GPU and direction inside a node: half the GPU's NVLink
+    figure (datasheets quote both directions) where the node links its GPUs by NVLink or
+    NVSwitch, else the GPU's x16 PCIe link. 8 L4s on PCIe 4 get 31.5 GB/s, 8 A100s on
+    NVSwitch 300."""
+    if str(interconnect).lower() in ("nvlink", "nvswitch") and nvlink_gb_s:
+        return nvlink_gb_s / 2
+    return PCIE_X16_GB_S.get(pcie_gen or 3, PCIE_X16_GB_S[3])
 
 
 def _arr(features: dict, key: str, dtype=float) -> np.ndarray:
@@ -136,47 +194,109 @@ def is_in(features: dict, key: str, values) -> np.ndarray:
     return np.isin(names, values)[inverse]
 
 
-def uses_tensor_cores(features: dict) -> np.ndarray:
-    """True where the arithmetic runs on tensor cores (16-bit, or TF32 on Ampere and later)."""
-    names, inverse = codes(features, "gpu")
-    no_tf32 = np.array([family(n).upper() in NO_TF32 for n in names], dtype=bool)
+def _optional(features: dict, key: str, n: int) -> np.ndarray:
+    return np.asarray(features.get(key, np.full(n, np.nan)), dtype=float)
+
+
+def operator_work(features: dict) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray],
+                                           np.ndarray]:
+    """(FLOPs, bytes) per sample of each operator class, and which rows have the card's split;
+    a row without it is priced from its totals (every FLOP a matrix product, activations
+    written and read)."""
+    flops_total = _arr(features, "flops_per_sample")
+    n = len(flops_total)
+    split = np.isfinite(_optional(features, "matmul_flops_per_sample", n))
+    activation = np.nan_to_num(_arr(features, "activation_bytes"))
+    flops, nbytes = {}, {}
+    for kind in OPERATOR_CLASSES:
+        f = np.nan_to_num(_optional(features, f"{kind}_flops_per_sample", n))
+        b = np.nan_to_num(_optional(features, f"{kind}_bytes_per_sample", n))
+        flops[kind] = np.where(split, f, flops_total if kind == "matmul" else 0.0)
+        nbytes[kind] = np.where(split, b, ACTIVATION_PASSES * activation
+                                if kind == "other" else 0.0)
+    return flops, nbytes, split
+
+
+def gpu_flag(features: dict, key: str) -> np.ndarray:
+    """A GPU capability (feature 1/0) of each row; false where unknown."""
+    n = len(_arr(features, "gpu_fp32_tflops"))
+    return np.nan_to_num(_optional(features, key, n)) > 0
+
+
+def on_tensor_cores(features: dict) -> dict[str, np.ndarray]:
+    """Per operator class, the rows whose arithmetic runs on tensor cores: 16-bit precisions
+    wherever the GPU has a 16-bit figure; `tf32` on GPUs with TF32; `fp32` convolutions on
+    GPUs with TF32 (PyTorch's cuDNN default)."""
     has_tensor = _arr(features, "gpu_tensor_tflops") > 0
+    tf32_gpu = gpu_flag(features, "gpu_tf32")
     half = is_in(features, "precision", HALF_PRECISIONS)
-    tf32 = is_in(features, "precision", ["tf32"]) & ~no_tf32[inverse]
-    return has_tensor & (half | tf32)
+    tf32 = is_in(features, "precision", ["tf32"]) & tf32_gpu
+    fp32 = is_in(features, "precision", ["fp32"]) & tf32_gpu
+    return {kind: has_tensor & (half | tf32 | (fp32 & (kind in FP32_DEFAULT_TF32_CLASSES)))
+            if kind in TENSOR_CLASSES else np.zeros(len(has_tensor), dtype=bool)
+            for kind in OPERATOR_CLASSES}
+
+
+def sustained_peaks(features: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(FP32, tensor-core) TFLOPS each row sustains: datasheet peaks at the sustained share of
+    the boost clock; the tensor figure halves in TF32 (every precision but the 16-bit ones)."""
+    n = len(_arr(features, "gpu_fp32_tflops"))
+    clock = np.nan_to_num(_optional(features, "gpu_clock_fraction", n), nan=1.0)
+    half = is_in(features, "precision", HALF_PRECISIONS)
+    tensor = _arr(features, "gpu_tensor_tflops") * np.where(half, 1.0, 0.5)
+    return _arr(features, "gpu_fp32_tflops") * clock, tensor * clock
+
+
+def roofline_terms(features: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seconds at full efficiency of the compute-bound work on FP32 cores and on tensor cores
+    and of the memory-bound traffic, per row; each class binds where its prior time is longer."""
+    batch = _arr(features, "batch_per_gpu")
+    bandwidth = _arr(features, "gpu_mem_bw_gbps") * 1e9
+    fp32_peak, tensor_peak = sustained_peaks(features)
+    tensor = on_tensor_cores(features)
+    act_scale = np.where(is_in(features, "precision", HALF_PRECISIONS), HALF_BYTES, 1.0)
+    flops, nbytes, split = operator_work(features)
+    efficiency = {kind: np.where(split, RELATIVE_EFFICIENCY[kind], UNSPLIT_RELATIVE_EFFICIENCY)
+                  for kind in OPERATOR_CLASSES}
+    compute_fp32 = np.zeros(len(batch))
+    compute_tensor = np.zeros(len(batch))
+    memory = np.zeros(len(batch))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for kind in OPERATOR_CLASSES:
+            peak = np.where(tensor[kind], tensor_peak, fp32_peak) * 1e12
+            compute = flops[kind] * batch / (peak * efficiency[kind])
+            traffic = nbytes[kind] * act_scale * batch / bandwidth
+            prior = np.where(tensor[kind], PRIOR["compute_tensor"], PRIOR["compute_fp32"])
+            bound = compute * prior >= traffic * PRIOR["memory"]
+            compute_tensor += np.where(bound & tensor[kind], compute, 0.0)
+            compute_fp32 += np.where(bound & ~tensor[kind], compute, 0.0)
+            memory += np.where(bound, 0.0, traffic)
+    n = len(batch)
+    per_step = np.nan_to_num(_optional(features, "step_bytes", n)) \
+        + OPTIMIZER_BYTES_PER_PARAM * np.nan_to_num(_arr(features, "params"))
+    return compute_fp32, compute_tensor, memory + per_step / bandwidth
 
 
 def design_matrix(features: dict) -> np.ndarray:
     """Per-row seconds of each term at coefficient 1: shape (n, len(TERMS))."""
-    flops = _arr(features, "flops_per_sample") * _arr(features, "batch_per_gpu")
-    tensor = uses_tensor_cores(features)
-    tf32 = is_in(features, "precision", ["tf32"])
-    tensor_peak = _arr(features, "gpu_tensor_tflops") * np.where(tf32, 0.5, 1.0)
-    fp32_peak = _arr(features, "gpu_fp32_tflops")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        compute_fp32 = np.where(tensor, 0.0, flops / (fp32_peak * 1e12))
-        compute_tensor = np.where(tensor, flops / (np.where(tensor, tensor_peak, 1.0) * 1e12), 0.0)
-    # 16-bit activations move half the bytes.
-    act_scale = np.where(is_in(features, "precision", HALF_PRECISIONS), 0.5, 1.0)
-    activation = np.nan_to_num(_arr(features, "activation_bytes"))
-    memory = activation * act_scale * _arr(features, "batch_per_gpu") / (
-        _arr(features, "gpu_mem_bw_gbps") * 1e9)
-
+    compute_fp32, compute_tensor, memory = roofline_terms(features)
+    batch = _arr(features, "batch_per_gpu")
     nodes = _arr(features, "nodes")
     per_node = _arr(features, "gpus_per_node")
     grad = _arr(features, "gradient_bytes")
     net = _arr(features, "network_gbps") * 1e9 / 8
+    intra_link = np.nan_to_num(_optional(features, "intra_node_gb_s", len(batch)),
+                               nan=FALLBACK_INTRA_NODE_GB_S) * 1e9
     ps_sync = is_in(features, "sync", ["ps"])
     ps_count = np.maximum(np.nan_to_num(_arr(features, "ps_count"), nan=1.0), 1.0)
     workers = nodes * per_node
     inter = np.where(ps_sync, 0.0, 2 * (nodes - 1) / nodes * grad / net)
-    intra = np.where(ps_sync, 0.0, 2 * (per_node - 1) / per_node * grad / INTRA_NODE_BYTES_PER_S)
+    intra = np.where(ps_sync, 0.0, 2 * (per_node - 1) / per_node * grad / intra_link)
     ps_link = np.where(ps_sync, 2 * grad / net, 0.0)
     ps_server = np.where(ps_sync, 2 * grad * workers / (ps_count * net), 0.0)
-    fixed = np.ones_like(flops)
-    tensors = np.nan_to_num(np.asarray(features.get("tensors", np.zeros(len(flops))), float))
-    tensor_memory = tensors * _arr(features, "batch_per_gpu") / (
-        _arr(features, "gpu_mem_bw_gbps") * 1e9)
+    fixed = np.ones_like(batch)
+    tensors = np.nan_to_num(np.asarray(features.get("tensors", np.zeros(len(batch))), float))
+    tensor_memory = tensors * batch / (_arr(features, "gpu_mem_bw_gbps") * 1e9)
     ps_server_tensor = np.where(ps_sync, tensors * workers / ps_count, 0.0)
     return np.column_stack([compute_fp32, compute_tensor, memory, fixed, tensors,
                             tensor_memory, inter, intra, ps_link, ps_server,
@@ -203,11 +323,15 @@ def cluster_throughput(features: dict, seconds_per_step: np.ndarray) -> np.ndarr
 
 
 def effective_peak_tflops(features: dict) -> np.ndarray:
-    """The roofline ceiling the arithmetic runs under (tensor cores or FP32)."""
-    tensor = uses_tensor_cores(features)
-    tf32 = is_in(features, "precision", ["tf32"])
-    tensor_peak = _arr(features, "gpu_tensor_tflops") * np.where(tf32, 0.5, 1.0)
-    return np.where(tensor, tensor_peak, _arr(features, "gpu_fp32_tflops"))
+    """The sustained ceiling the arithmetic runs under: each class's peak (tensor cores or
+    FP32), harmonically weighted by the class's FLOPs."""
+    fp32_peak, tensor_peak = sustained_peaks(features)
+    tensor = on_tensor_cores(features)
+    flops, _, _ = operator_work(features)
+    total = sum(flops.values())
+    seconds = sum(flops[k] / np.where(tensor[k], tensor_peak, fp32_peak) for k in flops)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(total > 0, total / seconds, fp32_peak)
 
 
 def correction_inputs(features: dict) -> dict[str, np.ndarray]:

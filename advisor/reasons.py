@@ -15,6 +15,7 @@ class Reason(str, Enum):
     MARKET_FILTER = "market_filter"
     MAX_GPUS = "max_gpus"  # more GPUs in all than the user allows
     MEMORY = "memory"  # the workload does not fit the GPU's memory
+    PRECISION = "precision"  # the GPU cannot run the precision (bf16 before Ampere)
     NO_THROUGHPUT = "no_throughput_prediction"
     NEVER_FINISHES = "never_finishes"  # revocations outpace progress
     MISSES_DEADLINE = "misses_deadline"  # at the confidence level
@@ -24,7 +25,7 @@ class Reason(str, Enum):
 @dataclass(frozen=True)
 class Cut:
     reason: Reason
-    gpu: str | None = None  # MEMORY: the GPU too small
+    gpu: str | None = None  # MEMORY: the GPU too small; PRECISION: the GPU without it
     need_gib: float | None = None  # MEMORY: what one worker needs
     gpu_memory_gb: float | None = None  # MEMORY: what the GPU has
     confidence: float | None = None  # MISSES_DEADLINE, OVER_BUDGET

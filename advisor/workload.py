@@ -8,7 +8,7 @@ import difflib
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -55,6 +55,8 @@ class Workload:
     seq_len: int | None = None  # tokens a sample (text models)
     image_size: int | None = None  # pixels a side (image models)
     tokens: float | None = None  # the amount of data in tokens, when given so
+    # The card's operator split (gpuadvisor.cards.OPERATOR_COLUMNS); empty: priced from totals
+    operators: Mapping[str, float | None] = field(default_factory=dict)
 
     def total_samples(self, total_gpus: np.ndarray) -> np.ndarray:
         """Samples the job processes on clusters of `total_gpus` GPUs (steps fix the sample
@@ -77,7 +79,8 @@ class Workload:
         """The card features `advisor.features.configuration_features` reads for this model."""
         return {"params": self.params, "flops_per_sample": self.flops_per_sample,
                 "gradient_bytes": self.gradient_bytes,
-                "activation_bytes": self.activation_bytes_per_sample, "tensors": self.tensors}
+                "activation_bytes": self.activation_bytes_per_sample, "tensors": self.tensors,
+                **self.operators}
 
     def describe(self) -> dict:
         amount = (
@@ -117,6 +120,7 @@ def build_workload(
     card at that size), with the user's overrides checked. `tokens` (20B, 1.5T or a number)
     is the amount of data of a text model: tokens / seq_len samples, one pass."""
     from advisor.features import card_features
+    from gpuadvisor.cards import OPERATOR_COLUMNS
 
     card = _card_at_size(cards, _find_card(cards, model), seq_len=seq_len,
                          image_size=image_size)
@@ -158,6 +162,7 @@ def build_workload(
         flops_per_sample=features["flops_per_sample"],
         activation_bytes_per_sample=features["activation_bytes"],
         tensors=features["tensors"],
+        operators={key: features[key] for key in OPERATOR_COLUMNS},
     )
 
 

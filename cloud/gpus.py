@@ -19,6 +19,15 @@ class GpuSpec:
     fp32_tflops: float
     tensor_tflops: float | None  # dense fp16/bf16 tensor-core TFLOPS; None without tensor cores
     source: str
+    # Capabilities (empty in an older or user's file: then unknown, and the advisor assumes
+    # what the GPU's tensor-core figure implies).
+    bf16: bool | None = None  # BF16 arithmetic (Ampere and later)
+    tf32: bool | None = None  # TF32 tensor-core mode (Ampere and later): half the 16-bit peak
+    power_w: float | None = None  # board power limit
+    base_clock_mhz: float | None = None  # the clock guaranteed at the power limit
+    boost_clock_mhz: float | None = None  # the clock the peak TFLOPS figures are quoted at
+    pcie_gen: int | None = None  # host link: PCIe generation, x16
+    nvlink_gb_s: float | None = None  # NVLink bandwidth per GPU, both directions together
 
 
 @cache
@@ -32,6 +41,13 @@ def gpu_specs(path: Path | None = None) -> dict[str, GpuSpec]:
                 fp32_tflops=float(row["fp32_tflops"]),
                 tensor_tflops=float(row["tensor_tflops"]) if row["tensor_tflops"] else None,
                 source=row["source"],
+                bf16=_yes_no(row.get("bf16")),
+                tf32=_yes_no(row.get("tf32")),
+                power_w=_number(row.get("power_w")),
+                base_clock_mhz=_number(row.get("base_clock_mhz")),
+                boost_clock_mhz=_number(row.get("boost_clock_mhz")),
+                pcie_gen=int(row["pcie_gen"]) if row.get("pcie_gen") else None,
+                nvlink_gb_s=_number(row.get("nvlink_gb_s")),
             )
             for row in csv.DictReader(handle)
         }
@@ -47,3 +63,11 @@ def gpu_spec(name: str) -> GpuSpec:
     if len(matches) > 1:
         raise KeyError(f"GPU {name!r} names {len(matches)} GPUs; name one of {', '.join(matches)}")
     return specs[matches[0]]
+
+
+def _number(cell: str | None) -> float | None:
+    return float(cell) if cell else None
+
+
+def _yes_no(cell: str | None) -> bool | None:
+    return {"yes": True, "no": False}.get((cell or "").strip().lower())

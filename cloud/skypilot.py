@@ -49,7 +49,10 @@ FAMILIES = {
 }  # fmt: skip
 # Per-node bandwidth, Gbps (the "up to" figure where the provider gives one). Figures of the
 # instance types the 2024 catalog had are kept as they were; UNCONFIRMED ones were not found
-# in the documentation searched at build time and say so in `notes`.
+# in the documentation searched at build time and say so in `notes`. Checked 2026-11-24
+# against GCP_NET's per-series list (A3 High up to 1,000, A3 Mega up to 1,600 (an older
+# version said 1,800, counting its gVNIC), A3 Edge up to 800, A3 Ultra and A4 up to 3,600,
+# A2 and G2 up to 100, N1 with P100/P4 32).
 NETWORK_GBPS = {
     "g4dn.xlarge": 25, "g4dn.2xlarge": 25, "g4dn.4xlarge": 25, "g4dn.8xlarge": 50,
     "g4dn.12xlarge": 50, "g4dn.16xlarge": 50, "g4dn.metal": 100,
@@ -69,7 +72,7 @@ NETWORK_GBPS = {
     "a2-highgpu-1g": 24, "a2-highgpu-2g": 32, "a2-highgpu-4g": 50, "a2-highgpu-8g": 100,
     "a2-megagpu-16g": 100, "a2-ultragpu-1g": 24, "a2-ultragpu-2g": 32, "a2-ultragpu-4g": 50,
     "a2-ultragpu-8g": 100, "a3-highgpu-1g": 25, "a3-highgpu-2g": 50, "a3-highgpu-4g": 100,
-    "a3-highgpu-8g": 1000, "a3-megagpu-8g": 1800, "a3-edgegpu-8g": 800,
+    "a3-highgpu-8g": 1000, "a3-megagpu-8g": 1600, "a3-edgegpu-8g": 800,
     "a3-ultragpu-8g": 3600, "a4-highgpu-8g": 3600,
 }  # fmt: skip
 UNCONFIRMED = frozenset({
@@ -80,7 +83,6 @@ UNCONFIRMED = frozenset({
     "g6e.48xlarge", "gr6.4xlarge", "gr6.8xlarge", "p3dn.24xlarge", "p5.4xlarge",
     "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "g2-standard-8", "g2-standard-12",
     "g2-standard-16", "g2-standard-32", "a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g",
-    "a3-megagpu-8g", "a3-edgegpu-8g",
 })  # fmt: skip
 # GCP accelerator-optimized series -> SkyPilot's name of the GPUs they come with.
 GCP_SERIES = {"a2-highgpu": "A100", "a2-megagpu": "A100", "a2-ultragpu": "A100-80GB",

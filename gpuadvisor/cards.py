@@ -25,11 +25,17 @@ WORKLOAD_COLUMNS = ["model", "family", "task", "dataset", "samples_per_epoch", "
                     "image_size", "seq_len", "batch_per_gpu"]
 MEASURED_COLUMNS = ["params", "tensors", "gradient_bytes", "forward_flops_per_sample",
                     "flops_per_sample", "activation_bytes_per_sample"]
+# The operator split (profiler/operators.py): FLOPs and bytes per sample of each operator
+# class, and the traffic of a step that does not grow with the batch. Optional: a card
+# without them (a user's own, an older file) is priced from its totals.
+OPERATOR_CLASSES = ("matmul", "conv", "grouped_conv", "attention", "norm", "other")
+OPERATOR_COLUMNS = [f"{kind}_{what}_per_sample" for kind in OPERATOR_CLASSES
+                    for what in ("flops", "bytes")] + ["step_bytes"]
 VERSION_COLUMNS = ["torch_version", "as_of", "source"]  # how a card was made, not what it says
-COLUMNS = WORKLOAD_COLUMNS + MEASURED_COLUMNS + VERSION_COLUMNS
+COLUMNS = WORKLOAD_COLUMNS + MEASURED_COLUMNS + OPERATOR_COLUMNS + VERSION_COLUMNS
 INT_COLUMNS = {"samples_per_epoch", "epochs", "image_size", "seq_len", "batch_per_gpu", "params",
                "tensors", "gradient_bytes", "forward_flops_per_sample", "flops_per_sample",
-               "activation_bytes_per_sample"}
+               "activation_bytes_per_sample", *OPERATOR_COLUMNS}
 
 
 TASKS = ("image", "text")
@@ -136,10 +142,11 @@ def load_cards(path: Path | None = None) -> dict[str, dict[str, Any]]:
 def _read(path: Path) -> dict[str, dict[str, Any]]:
     with open(path, newline="") as handle:
         rows = list(csv.DictReader(handle))
-    missing = set(COLUMNS) - set(rows[0] if rows else ())
+    missing = set(COLUMNS) - set(OPERATOR_COLUMNS) - set(rows[0] if rows else ())
     if missing:
         raise ValueError(f"{path} lacks columns {sorted(missing)}")
-    return {row["model"]: {k: _cell(k, v) for k, v in row.items()} for row in rows}
+    return {row["model"]: {k: _cell(k, row.get(k, "")) for k in {*COLUMNS, *row}}
+            for row in rows}
 
 
 def _cell(column: str, value: str) -> Any:

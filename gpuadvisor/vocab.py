@@ -28,8 +28,8 @@ from gpuadvisor.errors import GpuAdvisorError
 PRECISIONS = ("fp32", "tf32", "amp", "bf16")
 Precision = Literal["fp32", "tf32", "amp", "bf16"]
 PRECISION_MEANING = {
-    "fp32": "FP32 storage and FP32 math; the worker turns TF32 off (PyTorch's default on "
-            "Ampere and later runs convolutions in TF32, so `fp32` here is stricter)",
+    "fp32": "FP32 storage, PyTorch's default math: FP32 matmuls, and convolutions in TF32 "
+            "on Ampere and later (torch.backends.cudnn.allow_tf32 is True by default)",
     "tf32": "FP32 storage with TF32 matmuls and convolutions on Ampere and later (tensor "
             "cores); plain FP32 math on older GPUs and on CPU",
     "amp": "automatic mixed precision: FP16 autocast with a gradient scaler, FP32 weights",

@@ -16,9 +16,10 @@ from datetime import date
 
 from gpuadvisor.cards import CardError, card_name
 from profiler import zoo
+from profiler.operators import operator_split
 
 METHOD = ("meta device, FlopCounterMode with grouped-conv backward corrected, "
-          "memory-efficient attention")
+          "memory-efficient attention; operator split by profiler/operators.py")
 SOURCE = f"scripts/build_cards.py: {METHOD}"
 
 
@@ -159,4 +160,5 @@ def compute_card(name: str, image_size: int | None = None, seq_len: int | None =
                 "image_size": image_size if entry.task == "image" else None,
                 "seq_len": seq_len if entry.task == "text" else None,
                 "batch_per_gpu": batch_per_gpu or entry.batch_per_gpu}
-    return {**workload, **measure(entry.name, image_size, seq_len), **versions()}
+    return {**workload, **measure(entry.name, image_size, seq_len),
+            **operator_split(entry.name, image_size, seq_len), **versions()}

@@ -50,7 +50,7 @@ def config_card(path: Path, name: str | None, work: Workload) -> dict:
                             "image_size, the pixels a side", "image_size")
         if hasattr(config, "image_size"):
             config.image_size = size
-        shape = (1, getattr(config, "num_channels", 3), size, size)
+        channels = getattr(config, "num_channels", 3)
     else:
         size = work.seq_len
         if not size:
@@ -61,13 +61,17 @@ def config_card(path: Path, name: str | None, work: Workload) -> dict:
     if head == "causal":  # a class name such as GPT2LMHeadModel does not tell transformers
         model.loss_type = "ForCausalLM"
     model.train()
-    if task == "image":
-        batch = {"pixel_values": torch.zeros(shape, device="meta"),
-                 "labels": torch.zeros(1, dtype=torch.long, device="meta")}
-    else:  # on the meta device token values do not exist: only the shape matters
-        ids = torch.zeros(1, size, dtype=torch.long, device="meta")
-        batch = {"input_ids": ids, "labels": ids}
-    measured = _measure(model, lambda: model(**batch).loss, str(path))
+
+    def step(n: int):
+        if task == "image":
+            inputs = {"pixel_values": torch.zeros(n, channels, size, size, device="meta"),
+                      "labels": torch.zeros(n, dtype=torch.long, device="meta")}
+        else:  # on the meta device token values do not exist: only the shape matters
+            ids = torch.zeros(n, size, dtype=torch.long, device="meta")
+            inputs = {"input_ids": ids, "labels": ids}
+        return model(**inputs).loss
+
+    measured = _measure(model, step, str(path))
     default = Path(path).parent.name if Path(path).name == "config.json" else Path(path).stem
     source = f"profiler card --config {Path(path).name}"
     return _card(name or default, config.model_type, task, size, work, measured, source)
@@ -90,14 +94,19 @@ def callable_card(spec: str, input_spec: str | None, name: str | None, work: Wor
         model = _call(build, spec)
         if not isinstance(model, torch.nn.Module):
             raise CardError(f"{spec} returned a {type(model).__name__}, not a torch.nn.Module")
-        if example:
-            inputs = _call(lambda: example(1), input_spec)
-        elif task == "image":
-            inputs = torch.zeros(1, 3, work.image_size, work.image_size)
-        else:
-            inputs = torch.zeros(1, work.seq_len, dtype=torch.long)
+
+    def step(n: int):
+        with torch.device("meta"):
+            if example:
+                inputs = _call(lambda: example(n), input_spec)
+            elif task == "image":
+                inputs = torch.zeros(n, 3, work.image_size, work.image_size)
+            else:
+                inputs = torch.zeros(n, work.seq_len, dtype=torch.long)
+        return _loss(model, inputs)
+
     model.train()
-    measured = _measure(model, lambda: _loss(model, inputs), spec)
+    measured = _measure(model, step, spec)
     size = work.image_size if task == "image" else work.seq_len
     return _card(name or spec.rpartition(":")[2], "custom", task, size, work, measured,
                  f"profiler card --callable {spec}")
@@ -204,8 +213,13 @@ def _loss(model, inputs):
     return out.float().mean()
 
 
-def _measure(model, loss, spec: str) -> dict:
-    return _call(lambda: cards.measure_module(model, loss), spec)
+def _measure(model, step, spec: str) -> dict:
+    """The card's figures of one sample, then the operator split (`step(batch)` returns the
+    loss of a forward pass at `batch` samples)."""
+    from profiler.operators import split_of
+
+    return _call(lambda: {**cards.measure_module(model, lambda: step(1)),
+                          **split_of(model, step)}, spec)
 
 
 def _first_line(exc: Exception) -> str:

@@ -228,10 +228,11 @@ class Trainer:
         model = self.zoo.build_model(c.model, image_size=c.image_size, seq_len=c.seq_len)
         self.module = model.to(self.device)
         self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        # gpuadvisor.vocab.PRECISION_MEANING: fp32 is true FP32 (no TF32 anywhere), tf32 turns
-        # TF32 on for matmuls and convolutions (Ampere and later; CPUs compute plain FP32).
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = (
-            c.precision == "tf32")
+        # gpuadvisor.vocab.PRECISION_MEANING: fp32 is PyTorch's default (convolutions in TF32
+        # on Ampere and later, matmuls in FP32), tf32 turns TF32 on for matmuls too (CPUs
+        # compute plain FP32).
+        torch.backends.cuda.matmul.allow_tf32 = c.precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = True
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=c.precision == "amp")
         generator = torch.Generator().manual_seed(c.seed + self.rank)
         self.batch = self.zoo.synthetic_batch(c.model, c.batch_per_gpu, self.device, c.image_size,

@@ -1,8 +1,9 @@
-"""Regenerate datasets/model_cards.csv from the model zoo (torch on the meta device, ~1 s a
-model; the 70B decoder ~3 s): every zoo model at its default input size, plus each zoo model
-at every other input size datasets/published_throughput.csv has figures for (bert_large@384:
-SQuAD fine-tuning), so that the fit prices a published row with the FLOPs it measured.
-Run after changing a zoo entry or adding published rows: .venv/bin/python scripts/build_cards.py"""
+"""Regenerate datasets/model_cards.csv from the model zoo (torch on the meta device, ~2 s a
+model with the operator split): every zoo model at its default input size, plus each zoo
+model at every other input size datasets/published_throughput.csv has figures for
+(bert_large@384: SQuAD fine-tuning), so that the fit prices a published row with the FLOPs
+it measured. Run after changing a zoo entry or adding published rows:
+.venv/bin/python scripts/build_cards.py"""
 
 from __future__ import annotations
 

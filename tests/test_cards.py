@@ -5,7 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from gpuadvisor.cards import MEASURED_COLUMNS, WORKLOAD_COLUMNS, load_cards, write_cards
+from gpuadvisor.cards import (
+    MEASURED_COLUMNS,
+    OPERATOR_CLASSES,
+    OPERATOR_COLUMNS,
+    WORKLOAD_COLUMNS,
+    load_cards,
+    write_cards,
+)
 from profiler import cards
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,6 +126,29 @@ def test_resnet50_card_matches_published_figures(computed):
                                                      rel=0.02)
 
 
+def test_operator_split_adds_up_to_the_card_and_lands_where_it_belongs(computed):
+    def split(name, what):
+        return {k: computed[name][f"{k}_{what}_per_sample"] for k in OPERATOR_CLASSES}
+
+    for name in ("resnet50", "bert_large", "efficientnet_b0"):
+        flops = split(name, "flops")
+        # the same FLOP formulas, plus about one operation per element-wise result
+        assert sum(flops.values()) == pytest.approx(computed[name]["flops_per_sample"],
+                                                    rel=0.03)
+    assert split("resnet50", "flops")["conv"] > 0.99 * computed["resnet50"]["flops_per_sample"]
+    assert split("resnet50", "flops")["grouped_conv"] == 0
+    assert split("efficientnet_b0", "flops")["grouped_conv"] > 0  # depthwise blocks
+    bert_flops = split("bert_large", "flops")
+    assert bert_flops["matmul"] > 0.95 * sum(bert_flops.values())
+    assert bert_flops["attention"] > 0 and bert_flops["conv"] == 0
+    # normalisation and element-wise work move bytes, not FLOPs
+    for name in ("resnet50", "bert_large"):
+        bytes_, flops = split(name, "bytes"), split(name, "flops")
+        assert bytes_["norm"] + bytes_["other"] > flops["norm"] + flops["other"]
+    # BERT-Large reads 1.3 GB of fp32 weights at least twice a step, whatever the batch
+    assert computed["bert_large"]["step_bytes"] > 2 * 4 * computed["bert_large"]["params"]
+
+
 def test_card_follows_the_input_size(computed):
     large = cards.compute_card("resnet18", image_size=448)
     full = computed["resnet18"]
@@ -130,7 +160,7 @@ def test_shipped_csv_matches_what_the_code_computes(computed):
     shipped = load_cards()
     assert set(shipped) == set(computed)
     for name, card in shipped.items():
-        for column in WORKLOAD_COLUMNS + MEASURED_COLUMNS:
+        for column in WORKLOAD_COLUMNS + MEASURED_COLUMNS + OPERATOR_COLUMNS:
             assert card[column] == computed[name][column], (
                 f"{name}.{column}: shipped {card[column]}, computed {computed[name][column]}; "
                 "run scripts/build_cards.py")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from advisor import physics
-from advisor.features import gpu_features, to_arrays
+from advisor.features import gpu_features, model_features, to_arrays
 
 
 def candidate(**overrides) -> dict:
@@ -26,10 +26,12 @@ def terms(**overrides) -> dict[str, float]:
 
 
 def test_compute_and_memory_terms_of_one_fp32_gpu():
-    t = terms()
-    assert t["compute_fp32"] == pytest.approx(1e9 * 100 / 15.7e12)  # V100 FP32 peak
+    t = terms()  # a card without the operator split: every FLOP a matrix product, at half
+    # a large GEMM's efficiency (the whole-model figure)
+    assert t["compute_fp32"] == pytest.approx(1e9 * 100 / (15.7e12 * 0.5))  # V100 FP32 peak
     assert t["compute_tensor"] == 0
-    assert t["memory"] == pytest.approx(1e6 * 100 / 900e9)  # V100 900 GB/s
+    # saved activations written and read once, and the optimizer's 20 bytes per parameter
+    assert t["memory"] == pytest.approx((2 * 1e6 * 100 + 20 * 1e6) / 900e9)  # 900 GB/s
     assert t["fixed"] == 1
     assert t["allreduce_inter"] == t["allreduce_intra"] == t["ps_link"] == t["ps_server"] == 0
 
@@ -37,20 +39,102 @@ def test_compute_and_memory_terms_of_one_fp32_gpu():
 def test_precision_picks_the_roofline():
     amp = terms(precision="amp")
     assert amp["compute_fp32"] == 0
-    assert amp["compute_tensor"] == pytest.approx(1e9 * 100 / 125e12)
-    assert amp["memory"] == pytest.approx(0.5e6 * 100 / 900e9)  # 16-bit activations
+    assert amp["compute_tensor"] == pytest.approx(1e9 * 100 / (125e12 * 0.5))
+    assert amp["memory"] == pytest.approx((0.5 * 2e6 * 100 + 20e6) / 900e9)  # 16-bit activations
     # TF32 exists from Ampere on, at half the dense 16-bit tensor rate; a V100 runs it as FP32.
-    assert terms(precision="tf32")["compute_fp32"] == pytest.approx(1e9 * 100 / 15.7e12)
-    a100 = terms(precision="tf32", gpu="A100-40GB")
-    assert a100["compute_tensor"] == pytest.approx(1e9 * 100 / 156e12)
-    # K80 has no tensor cores: amp stays on the FP32 units.
-    assert terms(precision="amp", gpu="K80")["compute_fp32"] == pytest.approx(1e11 / 4.37e12)
+    assert terms(precision="tf32")["compute_fp32"] == pytest.approx(1e9 * 100 / (15.7e12 * 0.5))
+    a100 = terms(precision="tf32", gpu="A100-80GB")
+    # the A100-80GB sustains its boost clock under training load (base 1275 x 2^(1/3) > 1410)
+    assert a100["compute_tensor"] == pytest.approx(1e9 * 100 / (156e12 * 0.5))
+    # K80 has no tensor cores: amp stays on the FP32 units (875 MHz boost, 560 base).
+    clock = 560 / 875 * 2 ** (1 / 3)
+    assert terms(precision="amp", gpu="K80")["compute_fp32"] == pytest.approx(
+        1e11 / (4.37e12 * clock * 0.5))
+
+
+def split_card(**work) -> dict:
+    """A card's operator split: `work` maps class -> (FLOPs, bytes) per sample."""
+    from gpuadvisor.cards import OPERATOR_CLASSES
+
+    out = {"step_bytes": 0.0}
+    for kind in OPERATOR_CLASSES:
+        flops, nbytes = work.get(kind, (0.0, 0.0))
+        out |= {f"{kind}_flops_per_sample": flops, f"{kind}_bytes_per_sample": nbytes}
+    return out
+
+
+def test_each_operator_class_binds_at_the_gpus_balance_point():
+    # A GEMM-heavy class is compute-bound and element-wise work memory-bound on every GPU.
+    card = split_card(matmul=(1e9, 1e6), other=(1e6, 1e7))
+    for gpu in ("V100", "A100-80GB", "H100-80GB"):
+        t = terms(gpu=gpu, precision="amp", params=0.0, **card)
+        spec = gpu_features(gpu)
+        assert t["compute_tensor"] == pytest.approx(1e9 * 100 / (
+            spec["gpu_tensor_tflops"] * 1e12 * spec["gpu_clock_fraction"]))
+        assert t["memory"] == pytest.approx(0.5 * 1e7 * 100 / (spec["gpu_mem_bw_gbps"] * 1e9))
+    # A depthwise convolution of intensity ~1 FLOP/byte is memory-bound on an A100 ...
+    depthwise = split_card(grouped_conv=(1e7, 1e7))
+    a100 = terms(gpu="A100-80GB", params=0.0, **depthwise)
+    assert a100["compute_fp32"] == 0 and a100["memory"] == pytest.approx(1e9 / 2039e9)
+    # ... and runs on the FP32 cores even under amp, where matrix products use tensor cores.
+    denser = terms(gpu="A100-80GB", precision="amp", params=0.0,
+                   **split_card(grouped_conv=(1e10, 1e6)))
+    assert denser["compute_tensor"] == 0 and denser["compute_fp32"] > 0
+
+
+def test_fp32_runs_convolutions_in_tf32_on_ampere_as_pytorch_does():
+    card = split_card(conv=(1e9, 0.0), matmul=(1e9, 0.0))
+    a100 = terms(gpu="A100-80GB", precision="fp32", params=0.0, **card)
+    assert a100["compute_tensor"] == pytest.approx(1e11 / (156e12 * 0.7))  # conv, TF32
+    assert a100["compute_fp32"] == pytest.approx(1e11 / 19.5e12)  # matmul stays FP32
+    v100 = terms(gpu="V100", precision="fp32", params=0.0, **card)
+    assert v100["compute_tensor"] == 0  # no TF32 before Ampere
+    tf32 = terms(gpu="A100-80GB", precision="tf32", params=0.0, **card)
+    assert tf32["compute_fp32"] == 0  # `tf32` moves the matmuls too
+
+
+def test_power_limited_gpus_sustain_less_of_their_peak():
+    fraction = {gpu: gpu_features(gpu)["gpu_clock_fraction"]
+                for gpu in ("T4", "L4", "A100-80GB", "H100-80GB", "V100")}
+    assert fraction["T4"] == pytest.approx(585 / 1590 * 2 ** (1 / 3))  # 70 W
+    assert fraction["L4"] == pytest.approx(795 / 2040 * 2 ** (1 / 3))  # 72 W
+    assert fraction["A100-80GB"] == fraction["H100-80GB"] == fraction["V100"] == 1.0
+    assert physics.sustained_clock_fraction(None, 1500) == 1.0  # unknown: no derating
 
 
 def test_ring_allreduce_between_and_inside_nodes():
-    t = terms(nodes=2, gpus_per_node=4)
+    t = terms(nodes=2, gpus_per_node=4, intra_node_gb_s=150.0)
     assert t["allreduce_inter"] == pytest.approx(2 * (2 - 1) / 2 * 1e8 / (10e9 / 8))
-    assert t["allreduce_intra"] == pytest.approx(2 * (4 - 1) / 4 * 1e8 / 100e9)
+    assert t["allreduce_intra"] == pytest.approx(2 * (4 - 1) / 4 * 1e8 / 150e9)
+
+
+@pytest.mark.parametrize("gpu, link, gb_s", [
+    ("L4", "PCIe", 31.5),  # PCIe 4 x16, one direction
+    ("T4", "PCIe", 15.75),  # PCIe 3
+    ("H100-80GB", "PCIe", 63.0),  # PCIe 5
+    ("A100-40GB", "NVSwitch", 300.0),  # NVLink 3: 600 GB/s both directions
+    ("H100-80GB", "NVSwitch", 450.0),  # NVLink 4: 900
+    ("V100", "NVLink", 150.0),  # NVLink 2: 300
+    ("L4", "NVSwitch", 31.5),  # a GPU without NVLink talks over PCIe whatever the label
+])
+def test_intra_node_bandwidth_comes_from_the_interconnect(gpu, link, gb_s):
+    from advisor.features import gpu_link_gb_s
+
+    assert gpu_link_gb_s(gpu, link) == pytest.approx(gb_s)
+
+
+def test_eight_l4s_on_pcie_are_not_an_nvswitch_node():
+    from advisor.features import configuration_features
+
+    configs = {"model": ["resnet50"] * 2, "gpu": ["L4", "A100-80GB"], "provider": ["gcp"] * 2,
+               "sync": ["allreduce"] * 2, "ps_count": [0, 0], "precision": ["amp"] * 2,
+               "nodes": [1, 1], "gpus_per_node": [8, 8], "batch_per_gpu": [256, 256],
+               "spot": [False, False], "network_gbps": [100.0, 100.0],
+               "interconnect": ["PCIe", "NVSwitch"]}
+    features = configuration_features(configs, model_features())
+    intra = physics.design_matrix(features)[:, physics.TERMS.index("allreduce_intra")]
+    assert intra[0] == pytest.approx(2 * 7 / 8 * features["gradient_bytes"][0] / 31.5e9)
+    assert intra[0] > 9 * intra[1]
 
 
 def test_parameter_servers_share_their_bandwidth():
@@ -71,10 +155,14 @@ def test_step_time_is_a_smooth_maximum_of_worker_and_server_time():
 
 
 def test_prior_coefficients_give_a_published_order_of_magnitude():
-    # ResNet-50 (card figures), 8 x V100 under amp: NVIDIA publishes 8322 img/s.
-    features = config(gpu="V100", precision="amp", gpus_per_node=8, batch_per_gpu=256,
-                      flops_per_sample=12.3e9, activation_bytes=100e6, gradient_bytes=102e6,
-                      params=25.6e6)
+    # ResNet-50's card, 8 x V100 under amp: NVIDIA publishes 8322 img/s.
+    from advisor.features import configuration_features
+
+    configs = {"model": ["resnet50"], "gpu": ["V100"], "provider": ["aws"],
+               "sync": ["allreduce"], "ps_count": [0], "precision": ["amp"], "nodes": [1],
+               "gpus_per_node": [8], "batch_per_gpu": [256], "spot": [False],
+               "network_gbps": [25.0], "interconnect": ["NVLink"]}
+    features = configuration_features(configs, model_features())
     throughput = physics.cluster_throughput(features, physics.step_time(features))[0]
     assert 8322 / 2 < throughput < 8322 * 2
 

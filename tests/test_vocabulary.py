@@ -33,8 +33,9 @@ def test_every_precision_the_spec_accepts_the_worker_runs(tmp_path, one_thread, 
     assert result["global_step"] == 3
     import torch
 
-    tf32 = precision == "tf32"  # fp32 means true FP32: TF32 off for matmuls and convolutions
-    assert torch.backends.cuda.matmul.allow_tf32 is tf32 and torch.backends.cudnn.allow_tf32 is tf32
+    # PyTorch's defaults (convolutions in TF32, matmuls FP32); tf32 turns matmul TF32 on too
+    assert torch.backends.cuda.matmul.allow_tf32 is (precision == "tf32")
+    assert torch.backends.cudnn.allow_tf32
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)

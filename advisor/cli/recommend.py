@@ -269,6 +269,8 @@ def cut_words(cut: dict) -> str:
     if reason is Reason.MEMORY:
         return (f"memory: needs {cut['need_gib']:.1f} GiB per GPU, {cut['gpu']} has "
                 f"{cut['gpu_memory_gb']:g} GB")
+    if reason is Reason.PRECISION:
+        return f"precision: {cut['gpu']} has no bf16 (use amp there)"
     if reason in (Reason.MISSES_DEADLINE, Reason.OVER_BUDGET):
         return f"{CUT_WORDS[reason]} at {cut['confidence']:.0%} confidence"
     return CUT_WORDS[reason]

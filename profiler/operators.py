@@ -1,0 +1,148 @@
+"""Per-operator work of a training step: FLOPs and memory traffic by operator class.
+
+One training step of a zoo model runs on the meta device (shapes only) under a dispatch mode
+that sees every aten operator the forward and backward passes execute. Each operator's FLOPs
+come from torch's FLOP formulas (the grouped-convolution backward corrected as in
+profiler/cards.py) and its bytes are what it reads and writes: every tensor argument and
+every tensor result, views and allocations excepted (they move nothing). PyTorch's eager
+mode runs each operator as its own kernel, so these are the bytes that cross DRAM.
+
+Operators fall in classes that run on different units of a GPU, so that an advisor can put
+each class's time at max(FLOPs / peak of its unit, bytes / memory bandwidth) on any GPU
+(the per-operator roofline behind Habitat's cross-GPU scaling):
+
+- `matmul`: dense matrix products (linear layers, attention projections, LM heads);
+- `conv`: dense convolutions (groups = 1), which cuDNN runs as implicit GEMMs;
+- `grouped_conv`: depthwise and grouped convolutions, which tensor cores barely help;
+- `attention`: fused scaled-dot-product attention kernels;
+- `norm`: batch, layer and group normalisation, forward and backward;
+- `other`: element-wise work, activations, pooling, softmax, embeddings, losses.
+
+The trace runs at batches 1 and 2: the difference is the per-sample work, the rest is work
+per step whatever the batch (reading weights, writing weight gradients).
+"""
+
+from __future__ import annotations
+
+from gpuadvisor.cards import OPERATOR_CLASSES as CLASSES
+from profiler import zoo
+
+_MATMUL = {"mm", "addmm", "bmm", "baddbmm", "_scaled_mm"}
+_CONV = {"convolution", "_convolution", "convolution_backward"}
+_ATTENTION_PREFIXES = ("_scaled_dot_product_", "_efficient_attention", "_flash_attention")
+_GROUPS_ARG = {"convolution": 8, "_convolution": 8, "convolution_backward": 9}
+# Operators that move no data: they only allocate or describe memory.
+_NO_TRAFFIC = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+               "detach", "lift_fresh", "alias", "_unsafe_view", "zeros_like", "ones_like",
+               "full_like", "scalar_tensor", "_local_scalar_dense", "set_", "resize_"}
+
+
+def operator_class(name: str, args) -> str:
+    """The class of aten operator `name` (an OpOverloadPacket's name) called with `args`."""
+    if name in _MATMUL:
+        return "matmul"
+    if name in _CONV:
+        groups = args[_GROUPS_ARG[name]] if len(args) > _GROUPS_ARG[name] else 1
+        return "conv" if groups == 1 else "grouped_conv"
+    if name.startswith(_ATTENTION_PREFIXES):
+        return "attention"
+    if "norm" in name:
+        return "norm"
+    return "other"
+
+
+def _tensor_bytes(values) -> int:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    return sum(v.numel() * v.element_size() for v in tree_leaves(values)
+               if isinstance(v, torch.Tensor))
+
+
+def _element_count(values) -> int:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    return sum(v.numel() for v in tree_leaves(values) if isinstance(v, torch.Tensor))
+
+
+def operator_counter():
+    """A dispatch mode that adds each operator's FLOPs and bytes to `totals` by class."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import flop_registry, shape_wrapper
+
+    from profiler.cards import conv_backward_flop
+
+    formulas = {**flop_registry,
+                torch.ops.aten.convolution_backward: shape_wrapper(conv_backward_flop)}
+
+    class OperatorCounter(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.totals = {c: [0.0, 0.0] for c in CLASSES}  # class -> [FLOPs, bytes]
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            packet = func._overloadpacket
+            name = packet.__name__
+            if func.is_view or name in _NO_TRAFFIC:
+                return out
+            kind = operator_class(name, args)
+            if packet in formulas:
+                flops = formulas[packet](*args, **kwargs, out_val=out)
+            else:  # element-wise and reductions: about one operation per element produced
+                flops = _element_count(out)
+            self.totals[kind][0] += flops
+            self.totals[kind][1] += _tensor_bytes(args) + _tensor_bytes(kwargs) \
+                + _tensor_bytes(out)
+            return out
+
+    return OperatorCounter()
+
+
+def trace(model, step, batch: int) -> dict[str, list[float]]:
+    """Class -> [FLOPs, bytes] of one training step (forward and backward, fp32) of `model`
+    at `batch` samples, on the meta device: `step(batch)` returns the loss of that step's
+    forward pass."""
+    from profiler.cards import _gpu_attention
+
+    model.zero_grad(set_to_none=True)  # a step writes its gradients, it does not add to them
+    counter = operator_counter()
+    with _gpu_attention(), counter:
+        step(batch).backward()
+    return counter.totals
+
+
+def split_of(model, step) -> dict[str, int]:
+    """The card columns of any model: per class, FLOPs and bytes per sample
+    (`<class>_flops_per_sample`, `<class>_bytes_per_sample`), and `step_bytes`, the traffic of
+    a step that does not grow with the batch (weights read, weight gradients written).
+    `step(batch)` returns the loss of a forward pass at `batch` samples on the meta device."""
+    one, two = trace(model, step, 1), trace(model, step, 2)
+    out: dict[str, int] = {}
+    step_bytes = 0.0
+    for kind in CLASSES:
+        out[f"{kind}_flops_per_sample"] = round(two[kind][0] - one[kind][0])
+        per_sample = max(two[kind][1] - one[kind][1], 0.0)
+        out[f"{kind}_bytes_per_sample"] = round(per_sample)
+        step_bytes += max(one[kind][1] - per_sample, 0.0)
+    out["step_bytes"] = round(step_bytes)
+    return out
+
+
+def operator_split(name: str, image_size: int | None = None,
+                   seq_len: int | None = None) -> dict[str, int]:
+    """The operator-split card columns (`split_of`) of zoo model `name`."""
+    import torch
+
+    with torch.device("meta"):
+        model = zoo.build_model(name, image_size=image_size, seq_len=seq_len)
+
+    def step(batch: int):
+        inputs = zoo.synthetic_batch(name, batch, "meta", image_size=image_size,
+                                     seq_len=seq_len)
+        return zoo.loss(name, model, inputs)
+
+    return split_of(model, step)
