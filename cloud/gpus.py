@@ -19,6 +19,11 @@ class GpuSpec:
     fp32_tflops: float
     tensor_tflops: float | None  # dense fp16/bf16 tensor-core TFLOPS; None without tensor cores
     source: str
+    memory_mib: float = 0.0  # usable memory as the driver or the cloud reports it
+
+    def __post_init__(self):
+        if not self.memory_mib:  # a gpus.csv without the column: the datasheet's decimal GB
+            object.__setattr__(self, "memory_mib", self.memory_gb * 1e9 / 2**20)
 
 
 @cache
@@ -32,6 +37,7 @@ def gpu_specs(path: Path | None = None) -> dict[str, GpuSpec]:
                 fp32_tflops=float(row["fp32_tflops"]),
                 tensor_tflops=float(row["tensor_tflops"]) if row["tensor_tflops"] else None,
                 source=row["source"],
+                memory_mib=float(row.get("memory_mib") or 0.0),
             )
             for row in csv.DictReader(handle)
         }
