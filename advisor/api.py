@@ -99,6 +99,8 @@ def recommend(
     steps: int | None = None,
     batch_per_gpu: int | None = None,
     precision: str = "fp32",
+    global_batch: int | None = None,
+    batch_policy: str = "fixed-global",
     providers: str | Sequence[str] = (),
     regions: str | Sequence[str] = (),
     gpus: str | Sequence[str] = (),
@@ -111,7 +113,11 @@ def recommend(
     the fastest within `budget` (USD, or a string such as "$500"); with both, the fastest
     within the budget that meets the deadline. Filters (`providers`, `regions`, `gpus`) take
     a name, a comma-separated string or a list. `artifact` and `catalog` replace the shipped
-    fitted model and price catalog. Raises AdvisorError (ParameterError for bad input,
+    fitted model and price catalog. The workload trains `global_batch` samples per optimizer
+    step (default: the card's recipe) under `batch_policy` "fixed-global"; "fixed-per-gpu"
+    keeps `batch_per_gpu` per GPU instead, and the global batch grows with the cluster.
+    Each cluster gets the micro-batch, accumulation steps and memory remedy its GPUs fit that
+    the estimator prices fastest. Raises AdvisorError (ParameterError for bad input,
     NoPlanError when nothing fits or meets the constraints)."""
     from advisor.artifact import ArtifactError, load_artifact
     from advisor.candidates import Filters, enumerate_candidates
@@ -122,7 +128,8 @@ def recommend(
     if top < 1:
         raise ParameterError(f"top must be at least 1, got {top}", "top")
     work = build_workload(model_cards(), model, epochs=epochs, samples=samples, steps=steps,
-                          batch_per_gpu=batch_per_gpu, precision=precision)
+                          batch_per_gpu=batch_per_gpu, precision=precision,
+                          global_batch=global_batch, batch_policy=batch_policy)
     offerings, as_of, stale = _catalog(catalog)
     filters = Filters(_names(providers), _names(regions), _names(gpus), max_nodes)
     candidates = enumerate_candidates(offerings, work, filters)
@@ -132,6 +139,7 @@ def recommend(
         estimator = load_artifact(artifact)
     except ArtifactError as error:  # a path the user gave is bad input; the shipped one, not
         raise AdvisorError(str(error), "artifact", exit_code=2 if artifact else 1) from None
+    candidates = fastest_layouts(candidates, work, estimator)
     lifetimes = node_lifetimes(estimator, candidates.spot_markets())
     ranking = rank_plans(work, candidates, candidates.features(work), estimator, lifetimes,
                          constraints)
@@ -139,9 +147,37 @@ def recommend(
         raise NoPlanError(_nothing_meets(ranking))
     plans = [{"rank": rank, **describe(ranking, int(row))}
              for rank, row in enumerate(ranking.ranked[:top], 1)]
+    if work.batch_policy == "fixed-per-gpu":
+        stale = [*stale, f"fixed-per-gpu: the global batch grows with the cluster "
+                 f"({work.batch_per_gpu} per GPU); convergence changes with it, so the epochs "
+                 "or steps may not reach the same accuracy (Or et al. 2020)"]
     return Recommendation(plans, work, ranking, as_of,
                           {key: estimator.doc.get(key) for key in ("schema_version", "fitted_at")},
                           lifetimes, stale)
+
+
+def fastest_layouts(candidates, work, estimator):
+    """Each cluster's fastest layout by the estimator's throughput, with what its memory
+    remedy costs: `remedy_slowdown`, the time it adds over the same cluster training its
+    per-GPU share in one plain micro-step (were there memory for it)."""
+    from advisor.memory import NONE
+
+    candidates = candidates.fastest_layouts(
+        estimator.predict("throughput", candidates.features(work)).value)
+    if not len(candidates):
+        return candidates
+    plain = dict(candidates.columns)
+    share = candidates["micro_batch"] * candidates["accumulation"]
+    plain.update(micro_batch=share, accumulation=np.ones(len(share), dtype=np.int64),
+                 checkpointing=np.full(len(share), NONE.checkpointing),
+                 sharded=np.full(len(share), NONE.sharded))
+    unconstrained = type(candidates)(plain)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slowdown = (estimator.predict("throughput", unconstrained.features(work)).value
+                    / estimator.predict("throughput", candidates.features(work)).value - 1.0)
+    candidates.columns["remedy_slowdown"] = np.where(
+        candidates["remedy"] == "none", 0.0, np.maximum(np.nan_to_num(slowdown), 0.0))
+    return candidates
 
 
 def node_lifetimes(artifact, markets) -> dict:
@@ -197,11 +233,16 @@ def describe(plans: Plans, row: int) -> dict:
                                   if p["spot"][row] and float(p["checkpoint_interval_s"][row])
                                   < float("inf") else None),
         "provenance": str(p["provenance"][row]),
+        "micro_batch": int(p["micro_batch"][row]), "accumulation": int(p["accumulation"][row]),
+        "global_batch": int(p["global_batch"][row]), "remedy": str(p["remedy"][row]),
+        "remedy_slowdown": number("remedy_slowdown", 3),
+        "memory_mib": round(float(p["need_mib"][row])),
+        "gpu_memory_mib": round(float(p["gpu_memory_mib"][row])),
     }
 
 
 def assumptions() -> dict:
-    from advisor import optimizer, risk, workload
+    from advisor import memory, optimizer, risk
 
     return {
         "draws": optimizer.DRAWS, "seed": optimizer.SEED,
@@ -209,8 +250,10 @@ def assumptions() -> dict:
         "checkpoint_interval": "Young/Daly sqrt(2 x checkpoint_s x cluster MTBF)",
         "revocation_cost": "recovery_s + startup_s / nodes + work since the last checkpoint",
         "sync": "allreduce (DDP)",
-        "optimizer_state_bytes_per_param": workload.OPTIMIZER_STATE_BYTES,
-        "memory_reserve_gib": workload.CONTEXT_RESERVE_BYTES / workload.GIB,
+        "optimizer_state_bytes_per_param": memory.OPTIMIZER_STATE_BYTES,
+        "memory_reserve_mib": memory.CUDA_CONTEXT_MIB + memory.WORKSPACE_MIB,
+        "activation_checkpointing_compute": round(memory.CHECKPOINT_COMPUTE_FACTOR, 3),
+        "sharding": "FSDP full shard: all-gather twice per micro-step, reduce-scatter per step",
         "never_finishes_beyond": f"{risk.MAX_SLOWDOWN:g}x the run without revocations",
     }
 
@@ -268,16 +311,22 @@ def _catalog(files) -> tuple[dict, str, list[str]]:
 
 
 def _nothing_fits(work, candidates) -> NoPlanError:
-    from advisor.workload import GIB
+    from advisor.reasons import Reason
 
-    if candidates.largest_gpu_gb is None:
+    if candidates.largest_gpu_mib is None:
         return NoPlanError("no offering is left after the filters; widen providers, regions "
                            "or gpus", "providers", "regions", "gpus")
+    memory = [cut for cut in candidates.dropped if cut.reason is Reason.MEMORY]
+    if not memory:
+        return NoPlanError(
+            f"every cluster has more GPUs than the global batch of {work.global_batch}; raise "
+            "global_batch or lower max_nodes", "global_batch", "max_nodes")
+    need = min(cut.need_mib for cut in memory)
     return NoPlanError(
-        f"{work.model} at batch {work.batch_per_gpu} ({work.precision}) needs "
-        f"{work.memory_per_gpu_bytes() / GIB:.1f} GiB per GPU and the largest GPU has "
-        f"{candidates.largest_gpu_gb:g} GB; try a smaller batch_per_gpu or precision amp",
-        "batch_per_gpu", "precision")
+        f"{work.model} ({work.precision}) needs {need:,.0f} MiB per GPU even at micro-batch 1 "
+        f"with sharding and checkpointing, and the largest GPU has "
+        f"{candidates.largest_gpu_mib:,.0f} MiB; allow more nodes (max_nodes) or use "
+        "precision amp", "max_nodes", "precision")
 
 
 def _nothing_meets(plans: Plans) -> str:

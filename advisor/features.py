@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from advisor.sharding import LAYOUT_KEYS
+
 STRING_KEYS = ("model", "gpu", "sync", "precision", "provider")
 NUMBER_KEYS = ("params", "flops_per_sample", "gradient_bytes", "activation_bytes",
                "gpu_fp32_tflops", "gpu_tensor_tflops", "gpu_mem_bw_gbps", "gpu_memory_gb",
@@ -103,6 +105,9 @@ def configuration_features(
     for key in ("nodes", "gpus_per_node", "batch_per_gpu", "network_gbps"):
         out[key] = np.asarray(configs[key], dtype=float)
     out["spot"] = np.asarray(configs["spot"], dtype=bool)
+    for key in LAYOUT_KEYS:  # the data-parallel layout (advisor.sharding), where one is given
+        if key in configs:
+            out[key] = np.asarray(configs[key], dtype=float)
     # One convention for every source: all-reduce has no parameter servers, PS at least one.
     ps = np.nan_to_num(np.asarray(configs.get("ps_count", np.zeros(n)), dtype=float))
     out["ps_count"] = np.where(out["sync"] == "ps", np.maximum(ps, 1.0), 0.0)
@@ -173,7 +178,7 @@ def take(features: Mapping[str, np.ndarray], index) -> dict[str, np.ndarray]:
 
 def _columns(rows: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
     return {key: np.array([r.get(key) for r in rows], dtype=object)
-            for key in CONFIG_KEYS + INPUT_SIZE_KEYS}
+            for key in CONFIG_KEYS + INPUT_SIZE_KEYS + LAYOUT_KEYS}
 
 
 def _trial_config(trial: Mapping[str, Any]) -> dict:
@@ -192,6 +197,10 @@ def _trial_config(trial: Mapping[str, Any]) -> dict:
         "batch_per_gpu": trial["batch_per_gpu"], "spot": bool(trial.get("spot")),
         "network_gbps": _num(extra.get("network_gbps")) or network_gbps(provider, trial),
         "image_size": trial.get("image_size"), "seq_len": trial.get("seq_len"),
+        # The layout it trained with (plain DDP unless the trial says otherwise).
+        "accumulation": trial.get("accumulation", extra.get("accumulation")) or 1,
+        "checkpointing": bool(trial.get("checkpointing", extra.get("checkpointing"))),
+        "sharded": bool(trial.get("sharded", extra.get("sharded"))),
     }
 
 

@@ -12,7 +12,8 @@ class Reason(str, Enum):
     PROVIDER_FILTER = "provider_filter"
     REGION_FILTER = "region_filter"
     GPU_FILTER = "gpu_filter"
-    MEMORY = "memory"  # the workload does not fit the GPU's memory
+    MEMORY = "memory"  # the workload does not fit the GPU's memory under any remedy
+    BATCH_BELOW_GPUS = "global_batch_below_gpus"  # more GPUs than the global batch's samples
     NO_THROUGHPUT = "no_throughput_prediction"
     NEVER_FINISHES = "never_finishes"  # revocations outpace progress
     MISSES_DEADLINE = "misses_deadline"  # at the confidence level
@@ -23,8 +24,8 @@ class Reason(str, Enum):
 class Cut:
     reason: Reason
     gpu: str | None = None  # MEMORY: the GPU too small
-    need_gib: float | None = None  # MEMORY: what one worker needs
-    gpu_memory_gb: float | None = None  # MEMORY: what the GPU has
+    need_mib: float | None = None  # MEMORY: the least one worker needs (one sample)
+    gpu_memory_mib: float | None = None  # MEMORY: what the GPU has, usable
     confidence: float | None = None  # MISSES_DEADLINE, OVER_BUDGET
 
     def as_dict(self) -> dict:

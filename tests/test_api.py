@@ -75,8 +75,8 @@ def test_the_cli_words_parameters_as_its_flags():
     result = recommend("resnet50", "--deadline", "1d", "--steps", "5", "--epochs", "1")
     assert result.exit_code == 2
     assert "give either --steps or --epochs/--samples, not both" in result.stderr
-    result = recommend("gpt2_medium", "--batch-size", "64", "--deadline", "60d")
-    assert "try a smaller --batch-size or --precision amp" in result.stderr
+    result = recommend("resnet50", "--deadline", "1d", "--batch-policy", "linear")
+    assert "--batch-policy must be one of fixed-global, fixed-per-gpu" in result.stderr
 
 
 def test_skypilot_fragment_is_a_task_with_skypilots_names():
