@@ -160,23 +160,22 @@ def fastest_layouts(candidates, work, estimator):
     """Each cluster's fastest layout by the estimator's throughput, with what its memory
     remedy costs: `remedy_slowdown`, the time it adds over the same cluster training its
     per-GPU share in one plain micro-step (were there memory for it)."""
-    from advisor.memory import NONE
-
-    candidates = candidates.fastest_layouts(
-        estimator.predict("throughput", candidates.features(work)).value)
-    if not len(candidates):
-        return candidates
-    plain = dict(candidates.columns)
-    share = candidates["micro_batch"] * candidates["accumulation"]
-    plain.update(micro_batch=share, accumulation=np.ones(len(share), dtype=np.int64),
-                 checkpointing=np.full(len(share), NONE.checkpointing),
-                 sharded=np.full(len(share), NONE.sharded))
-    unconstrained = type(candidates)(plain)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        slowdown = (estimator.predict("throughput", unconstrained.features(work)).value
-                    / estimator.predict("throughput", candidates.features(work)).value - 1.0)
-    candidates.columns["remedy_slowdown"] = np.where(
-        candidates["remedy"] == "none", 0.0, np.maximum(np.nan_to_num(slowdown), 0.0))
+    throughput = estimator.predict("throughput", candidates.features(work)).value
+    keep = candidates.fastest_layouts(throughput)
+    candidates, throughput = candidates.take(keep), throughput[keep]
+    slowdown = np.zeros(len(candidates))
+    remedied = np.flatnonzero(candidates["remedy"] != "none")
+    if len(remedied):
+        plain = candidates.take(remedied)
+        share = plain["micro_batch"] * plain["accumulation"]
+        plain.columns.update(micro_batch=share, accumulation=np.ones_like(share),
+                             checkpointing=np.zeros(len(share), bool),
+                             sharded=np.zeros(len(share), bool))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = (estimator.predict("throughput", plain.features(work)).value
+                     / throughput[remedied] - 1.0)
+        slowdown[remedied] = np.maximum(np.nan_to_num(ratio), 0.0)
+    candidates.columns["remedy_slowdown"] = slowdown
     return candidates
 
 

@@ -58,14 +58,14 @@ class Candidates:
         return Candidates({k: v[index] for k, v in self.columns.items()}, self.dropped,
                           self.largest_gpu_mib)
 
-    def fastest_layouts(self, throughput: np.ndarray) -> Candidates:
-        """One row per (offering, nodes, market): the layout with the highest `throughput`
-        (a prediction per row; NaN counts as the slowest)."""
+    def fastest_layouts(self, throughput: np.ndarray) -> np.ndarray:
+        """The rows to keep, one per (offering, nodes, market): the layout with the highest
+        `throughput` (a prediction per row; NaN counts as the slowest)."""
         speed = np.nan_to_num(np.asarray(throughput, dtype=float), nan=-np.inf)
         order = np.lexsort((-speed, self.columns["base"]))
         first = np.ones(len(order), dtype=bool)
         first[1:] = self.columns["base"][order][1:] != self.columns["base"][order][:-1]
-        return self.take(np.sort(order[first]))
+        return np.sort(order[first])
 
     def features(self, workload: Workload) -> dict[str, np.ndarray]:
         """The feature columns Artifact.predict expects, built by the one feature builder
