@@ -13,6 +13,8 @@ import numpy as np
 from advisor.memory import NONE, REMEDIES, largest_micro_batch, need_mib
 from advisor.workload import Workload
 
+SEARCH_STEPS = 8  # extra accumulation steps tried for a layout nearer the global batch
+
 
 @dataclass
 class Layouts:
@@ -46,8 +48,7 @@ def layouts(workload: Workload, workers: np.ndarray, usable_mib: np.ndarray) -> 
         feasible = (largest >= 1) & (share >= 1)  # at least one sample per GPU
         if remedy.sharded:
             feasible &= workers > 1  # one GPU has nothing to shard over
-        steps = np.ceil(share / np.maximum(largest, 1)).astype(np.int64)
-        micro = np.clip(np.round(share / steps), 1, np.maximum(largest, 1)).astype(np.int64)
+        steps, micro = _nearest(share, np.maximum(largest, 1))
         if remedy is NONE:
             plain_steps = np.where(feasible, steps, np.iinfo(np.int64).max)
             name = np.where(steps > 1, "accumulation", "none")
@@ -59,3 +60,21 @@ def layouts(workload: Workload, workers: np.ndarray, usable_mib: np.ndarray) -> 
                       np.full(len(rows), remedy.checkpointing), np.full(len(rows), remedy.sharded),
                       need_mib(model, remedy, micro[rows], workers[rows])))
     return Layouts(*(np.concatenate(column) for column in zip(*parts)))
+
+
+def _nearest(share: np.ndarray, largest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(accumulation steps, micro-batch <= `largest`) whose product is nearest the per-GPU
+    `share` of the global batch: the fewest steps that hold it, or up to SEARCH_STEPS more
+    where a few more steps hit it more closely (32 in micro-batches of at most 3: 16 x 2,
+    not 11 x 3)."""
+    fewest = np.ceil(share / largest)
+    best_steps, best_micro = fewest, np.clip(np.round(share / fewest), 1, largest)
+    error = np.abs(best_steps * best_micro - share)
+    for extra in range(1, SEARCH_STEPS + 1):
+        steps = fewest + extra
+        micro = np.clip(np.round(share / steps), 1, largest)
+        closer = np.abs(steps * micro - share) < error - 1e-9
+        best_steps, best_micro = np.where(closer, steps, best_steps), np.where(
+            closer, micro, best_micro)
+        error = np.where(closer, np.abs(steps * micro - share), error)
+    return best_steps.astype(np.int64), best_micro.astype(np.int64)
