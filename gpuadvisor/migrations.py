@@ -155,4 +155,8 @@ CREATE TABLE accuracy_curves (
 );
 CREATE TRIGGER accuracy_curves_no_update BEFORE UPDATE ON accuracy_curves BEGIN SELECT RAISE(ABORT, 'the measurement store is append-only'); END;
 CREATE TRIGGER accuracy_curves_no_delete BEFORE DELETE ON accuracy_curves BEGIN SELECT RAISE(ABORT, 'the measurement store is append-only'); END;""",
+    # 3: the GPU memory a trial's workers peaked at (torch.cuda; NULL on CPU).
+    """\
+ALTER TABLE trials ADD COLUMN peak_allocated_bytes INTEGER;
+ALTER TABLE trials ADD COLUMN peak_reserved_bytes INTEGER;""",
 ]
