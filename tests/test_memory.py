@@ -89,3 +89,22 @@ def test_sharding_divides_the_model_states_over_the_workers():
 def test_an_unknown_optimizer_names_the_known_ones():
     with pytest.raises(ValueError, match="adamw"):
         memory.optimizer_for("text", "adafactor")
+
+
+def shipped_measurements():
+    """Zoo-model rows of datasets/published_throughput.csv that state their per-GPU batch."""
+    cards = load_cards()
+    with open(data.find("published_throughput.csv"), newline="") as handle:
+        return [r for r in csv.DictReader(handle) if r["model"] in cards and r["batch_per_gpu"]]
+
+
+@pytest.mark.parametrize("row", shipped_measurements(), ids=lambda r: "-".join(
+    (r["model"], r["gpu"], r["precision"], r["batch_per_gpu"], r["seq_len"] or r["image_size"])))
+def test_every_shipped_measurement_ran_at_a_batch_the_estimate_fits(row):
+    card = load_cards()[row["model"]]
+    model = model_memory(card, row["precision"], memory.optimizer_for(card["task"]),
+                         input_scale(row, card))
+    # The file names 32 GB V100s (DGX-1 32G, DGX-2) `V100` as its throughput fit groups them;
+    # memory is what they differ in.
+    gpu = "V100-32GB" if "32G" in row["gpu_as_published"] else row["gpu"]
+    assert float(need_mib(model, NONE, int(row["batch_per_gpu"]))) <= gpu_spec(gpu).memory_mib
