@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from advisor import physics
+from advisor.sharding import plain_layout
 from gpuadvisor import data
 from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 
@@ -113,6 +114,7 @@ class Artifact:
         measured = spec["seen"]["configs"]
         keys, inverse = unique_keys(*(physics.codes(features, c) for c in CONFIG_COLUMNS))
         is_measured = np.array([k in measured for k in keys], dtype=bool)[inverse]
+        is_measured &= plain_layout(features, len(value))  # a measurement is of plain DDP
         workers = (np.asarray(features["nodes"], float)
                    * np.asarray(features["gpus_per_node"], float))
         pairs = (physics.codes(features, "model"), physics.codes(features, "gpu"))

@@ -29,6 +29,13 @@ def _column(features: dict, key: str, default: float, n: int) -> np.ndarray:
     return np.nan_to_num(np.asarray(features[key], dtype=float), nan=default)
 
 
+def plain_layout(features: dict, n: int) -> np.ndarray:
+    """Rows trained as the measurements were: one micro-step per optimizer step, plain DDP."""
+    return ((_column(features, "accumulation", 1.0, n) <= 1)
+            & (_column(features, "checkpointing", 0.0, n) == 0)
+            & (_column(features, "sharded", 0.0, n) == 0))
+
+
 def compute_scale(features: dict, n: int) -> np.ndarray:
     """Per-sample work relative to a plain step: 4/3 with activation checkpointing."""
     recompute = _column(features, "checkpointing", 0.0, n) > 0

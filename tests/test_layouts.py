@@ -80,3 +80,18 @@ def test_a_plain_layout_leaves_the_physics_unchanged_and_checkpointing_costs_a_t
     recompute = dict(flat, checkpointing=np.ones(len(cands)))
     ratio = physics.design_matrix(recompute)[:, 1] / physics.design_matrix(flat)[:, 1]
     np.testing.assert_allclose(ratio, CHECKPOINT_COMPUTE_FACTOR)
+
+
+def test_a_measurement_of_plain_ddp_does_not_answer_for_another_layout():
+    from advisor.artifact import load_artifact
+    from advisor.features import configuration_features, model_features
+
+    configs = {"model": np.array(["resnet50"] * 2), "gpu": np.array(["A100-80GB"] * 2),
+               "provider": np.array(["aws"] * 2), "sync": np.array(["allreduce"] * 2),
+               "ps_count": np.zeros(2), "precision": np.array(["amp"] * 2),
+               "nodes": np.ones(2), "gpus_per_node": np.full(2, 8), "batch_per_gpu": np.full(2, 256),
+               "spot": np.zeros(2, bool), "network_gbps": np.full(2, 400.0),
+               "accumulation": np.array([1, 2])}
+    features = configuration_features(configs, model_features())
+    prediction = load_artifact().predict("throughput", features)
+    assert prediction.provenance.tolist() == ["measured", "interpolated"]
