@@ -89,7 +89,8 @@ def test_a_measurement_of_plain_ddp_does_not_answer_for_another_layout():
     configs = {"model": np.array(["resnet50"] * 2), "gpu": np.array(["A100-80GB"] * 2),
                "provider": np.array(["aws"] * 2), "sync": np.array(["allreduce"] * 2),
                "ps_count": np.zeros(2), "precision": np.array(["amp"] * 2),
-               "nodes": np.ones(2), "gpus_per_node": np.full(2, 8), "batch_per_gpu": np.full(2, 256),
+               "nodes": np.ones(2), "gpus_per_node": np.full(2, 8),
+               "batch_per_gpu": np.full(2, 256),
                "spot": np.zeros(2, bool), "network_gbps": np.full(2, 400.0),
                "accumulation": np.array([1, 2])}
     features = configuration_features(configs, model_features())
