@@ -247,8 +247,9 @@ def _table(rows, plans, work, as_of, format_duration) -> None:
     headers = {**TABLE_COLUMNS, "time_conf": f"time@{at}", "cost_conf": f"cost@{at}",
                "provider": "cloud", "region": "region", "shape_short": "GPUs x n",
                "batch_short": "batch"}
-    title = (f"{work.model}: {goal} at {at} confidence; global batch "
-             f"{work.global_batch:,} ({work.batch_policy}); "
+    batch = (f"global batch {work.global_batch:,}" if work.batch_policy == "fixed-global"
+             else f"{work.batch_per_gpu:,} per GPU")
+    title = (f"{work.model}: {goal} at {at} confidence; {batch} ({work.batch_policy}); "
              f"{len(plans.ranked):,} of {len(plans.candidates):,} plans qualify")
     styles = ["bold green" if row["rank"] == 1 else None for row in rows]
     console = Console()
