@@ -139,10 +139,9 @@ def recommend(
         estimator = load_artifact(artifact)
     except ArtifactError as error:  # a path the user gave is bad input; the shipped one, not
         raise AdvisorError(str(error), "artifact", exit_code=2 if artifact else 1) from None
-    candidates = fastest_layouts(candidates, work, estimator)
+    candidates, features = fastest_layouts(candidates, work, estimator)
     lifetimes = node_lifetimes(estimator, candidates.spot_markets())
-    ranking = rank_plans(work, candidates, candidates.features(work), estimator, lifetimes,
-                         constraints)
+    ranking = rank_plans(work, candidates, features, estimator, lifetimes, constraints)
     if ranking.pick is None:
         raise NoPlanError(_nothing_meets(ranking))
     plans = [{"rank": rank, **describe(ranking, int(row))}
@@ -159,10 +158,14 @@ def recommend(
 def fastest_layouts(candidates, work, estimator):
     """Each cluster's fastest layout by the estimator's throughput, with what its memory
     remedy costs: `remedy_slowdown`, the time it adds over the same cluster training its
-    per-GPU share in one plain micro-step (were there memory for it)."""
-    throughput = estimator.predict("throughput", candidates.features(work)).value
+    per-GPU share in one plain micro-step (were there memory for it); and its features."""
+    from advisor.features import take
+
+    features = candidates.features(work)
+    throughput = estimator.predict("throughput", features).value
     keep = candidates.fastest_layouts(throughput)
-    candidates, throughput = candidates.take(keep), throughput[keep]
+    candidates, throughput, features = candidates.take(keep), throughput[keep], take(
+        features, keep)
     slowdown = np.zeros(len(candidates))
     remedied = np.flatnonzero(candidates["remedy"] != "none")
     if len(remedied):
@@ -176,7 +179,7 @@ def fastest_layouts(candidates, work, estimator):
                      / throughput[remedied] - 1.0)
         slowdown[remedied] = np.maximum(np.nan_to_num(ratio), 0.0)
     candidates.columns["remedy_slowdown"] = slowdown
-    return candidates
+    return candidates, features
 
 
 def node_lifetimes(artifact, markets) -> dict:
