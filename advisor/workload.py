@@ -5,9 +5,11 @@ advisor.memory."""
 
 from __future__ import annotations
 
+import csv
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -20,8 +22,8 @@ GIB = 2.0**30
 # per-GPU share shrinks, the optimization is unchanged), or keep the per-GPU batch (the global
 # batch grows with the GPUs, and so may the epochs needed to converge).
 BATCH_POLICIES = ("fixed-global", "fixed-per-gpu")
-# The global batch of a card's recipe when the card names none: its per-GPU batch on the
-# 8-GPU node the zoo's reference recipes were published on (ResNet-50: 256 x 8 = 2048).
+# The global batch of a card's recipe when neither the card nor datasets/recipe_batches.csv
+# names one: its per-GPU batch on the 8-GPU node the zoo's reference recipes were published on.
 RECIPE_GPUS = 8
 
 
@@ -128,7 +130,8 @@ def build_workload(
     except ValueError as error:
         raise WorkloadError(f"model card {card['model']}: {error}") from None
     per_gpu = int(batch_per_gpu or float(card["batch_per_gpu"]))
-    recipe = card.get("global_batch") or per_gpu * RECIPE_GPUS
+    recipe = (card.get("global_batch") or recipe_batches().get(card["model"])
+              or float(card["batch_per_gpu"]) * RECIPE_GPUS)
     return Workload(
         model=card["model"],
         task=card["task"],
@@ -148,6 +151,21 @@ def build_workload(
         optimizer=optimizer,
         micro_batch_cap=batch_per_gpu if batch_policy == "fixed-global" else None,
     )
+
+
+@cache
+def recipe_batches() -> dict[str, int]:
+    """Model -> the global batch its published recipe trains with (datasets/recipe_batches.csv)."""
+    from gpuadvisor import data
+
+    path = data.find("recipe_batches.csv")
+    try:
+        with open(path, newline="") as handle:
+            return {row["model"]: int(row["global_batch"]) for row in csv.DictReader(handle)}
+    except FileNotFoundError:
+        return {}
+    except (OSError, KeyError, ValueError) as error:
+        raise WorkloadError(f"cannot read {path} ({error}); fix or remove it") from None
 
 
 def _find_card(cards: Mapping[str, Mapping[str, str]], model: str) -> Mapping[str, str]:

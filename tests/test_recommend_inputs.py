@@ -151,3 +151,14 @@ def test_unknown_filter_values_list_what_the_catalog_holds(filters, message):
     with pytest.raises(CandidateError, match=message):
         enumerate_candidates(offering_arrays(), build_workload(CARDS, "tinynet"), filters,
                              gpu_spec)
+
+
+def test_the_global_batch_defaults_to_the_published_recipe():
+    from advisor.workload import recipe_batches
+    from gpuadvisor.cards import load_cards
+
+    cards = load_cards()
+    assert build_workload(cards, "bert_large").global_batch == 256  # Devlin et al.
+    assert build_workload(cards, "gpt2").global_batch == 480  # nanoGPT: 12 x 5 x 8
+    assert build_workload(cards, "resnet50").global_batch == 2048
+    assert set(recipe_batches()) <= set(cards)
