@@ -93,3 +93,16 @@ def test_skypilot_fragment_is_a_task_with_skypilots_names():
     a100 = advisor.recommend("resnet50", deadline="24h", gpus="A100-40GB,H100-80GB")
     name = a100.to_skypilot()["resources"]["accelerators"].split(":")[0]
     assert name in ("A100", "H100")  # SkyPilot's names of the 40 GB A100 and the H100
+
+
+def test_fixed_per_gpu_warns_that_convergence_changes_and_fixed_global_does_not():
+    grown = advisor.recommend("resnet18", deadline="2d", batch_policy="fixed-per-gpu",
+                              batch_per_gpu=64, top=50)
+    assert any("convergence changes" in w for w in grown.warnings)
+    assert {p["micro_batch"] * p["accumulation"] for p in grown.plans} == {64}
+    kept = advisor.recommend("resnet18", deadline="2d", global_batch=1024, top=50)
+    assert not any("convergence" in w for w in kept.warnings)
+    assert all(abs(p["global_batch"] - 1024) <= p["nodes"] * p["gpus_per_node"]
+               * p["accumulation"] for p in kept.plans)
+    result = recommend("resnet18", "--deadline", "2d", "--batch-policy", "fixed-per-gpu")
+    assert result.exit_code == 0 and "convergence changes" in result.stderr
