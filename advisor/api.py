@@ -101,6 +101,8 @@ def recommend(
     steps: int | None = None,
     batch_per_gpu: int | None = None,
     precision: str = "fp32",
+    global_batch: int | None = None,
+    batch_policy: str = "fixed-global",
     providers: str | Sequence[str] = (),
     regions: str | Sequence[str] = (),
     gpus: str | Sequence[str] = (),
@@ -123,9 +125,13 @@ def recommend(
     `profiler card`), at `seq_len` / `image_size` when given; `card` is a card file (JSON)
     to plan with instead; `tokens` (20B, or a number) sets a text model's data. `market`
     ('on-demand' or 'spot') and `max_gpus` (GPUs in all) restrict the plans. Each plan's
-    `quota` says which quotas of a fresh account it exceeds (advisor.quotas). Raises
-    AdvisorError (ParameterError for bad input,
-    NoPlanError when nothing fits or meets the constraints)."""
+    `quota` says which quotas of a fresh account it exceeds (advisor.quotas). The workload
+    trains `global_batch` samples per optimizer step (default: the card's recipe) under
+    `batch_policy` "fixed-global"; "fixed-per-gpu" keeps `batch_per_gpu` per GPU instead,
+    and the global batch grows with the cluster. Each cluster gets the micro-batch,
+    accumulation steps and memory remedy its GPUs fit that the estimator prices fastest.
+    Raises AdvisorError (ParameterError for bad input, NoPlanError when nothing fits or
+    meets the constraints)."""
     from advisor.artifact import ArtifactError, load_artifact
     from advisor.candidates import Filters, enumerate_candidates
     from advisor.optimizer import rank_plans
@@ -139,7 +145,8 @@ def recommend(
     cards, model = _cards_with(model, card)
     work = build_workload(cards, model, epochs=epochs, samples=samples, steps=steps,
                           batch_per_gpu=batch_per_gpu, precision=precision, tokens=tokens,
-                          seq_len=seq_len, image_size=image_size)
+                          seq_len=seq_len, image_size=image_size,
+                          global_batch=global_batch, batch_policy=batch_policy)
     offerings, as_of, stale = _catalog(catalog)
     filters = Filters(_names(providers), _names(regions), _names(gpus), max_nodes)
     candidates = enumerate_candidates(offerings, work, filters)
@@ -150,9 +157,9 @@ def recommend(
         estimator = load_artifact(artifact)
     except ArtifactError as error:  # a path the user gave is bad input; the shipped one, not
         raise AdvisorError(str(error), "artifact", exit_code=2 if artifact else 1) from None
+    candidates, features = fastest_layouts(candidates, work, estimator)
     lifetimes = node_lifetimes(estimator, candidates.spot_markets())
-    ranking = rank_plans(work, candidates, candidates.features(work), estimator, lifetimes,
-                         constraints)
+    ranking = rank_plans(work, candidates, features, estimator, lifetimes, constraints)
     if ranking.pick is None:
         raise NoPlanError(_nothing_meets(ranking))
     plans = [{"rank": rank, **describe(ranking, int(row))}
@@ -161,9 +168,40 @@ def recommend(
         plan["quota"] = quota_note(plan, int(offerings["vcpus"][ranking["offering"][row]]))
     pick = plans[0]
     sources = estimator.overhead_sources(pick["provider"], pick["gpu"], pick["market"] == "spot")
+    if work.batch_policy == "fixed-per-gpu":
+        stale = [*stale, f"fixed-per-gpu: the global batch grows with the cluster "
+                 f"({work.batch_per_gpu} per GPU); convergence changes with it, so the epochs "
+                 "or steps may not reach the same accuracy (Or et al. 2020)"]
     return Recommendation(plans, work, ranking, as_of,
                           {key: estimator.doc.get(key) for key in ("schema_version", "fitted_at")},
                           lifetimes, stale, sources)
+
+
+def fastest_layouts(candidates, work, estimator):
+    """Each cluster's fastest layout by the estimator's throughput, with what its memory
+    remedy costs: `remedy_slowdown`, the time it adds over the same cluster training its
+    per-GPU share in one plain micro-step (were there memory for it); and its features."""
+    from advisor.features import take
+
+    features = candidates.features(work)
+    throughput = estimator.predict("throughput", features).value
+    keep = candidates.fastest_layouts(throughput)
+    candidates, throughput, features = candidates.take(keep), throughput[keep], take(
+        features, keep)
+    slowdown = np.zeros(len(candidates))
+    remedied = np.flatnonzero(candidates["remedy"] != "none")
+    if len(remedied):
+        plain = candidates.take(remedied)
+        share = plain["micro_batch"] * plain["accumulation"]
+        plain.columns.update(micro_batch=share, accumulation=np.ones_like(share),
+                             checkpointing=np.zeros(len(share), bool),
+                             sharded=np.zeros(len(share), bool))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = (estimator.predict("throughput", plain.features(work)).value
+                     / throughput[remedied] - 1.0)
+        slowdown[remedied] = np.maximum(np.nan_to_num(ratio), 0.0)
+    candidates.columns["remedy_slowdown"] = slowdown
+    return candidates, features
 
 
 def node_lifetimes(artifact, markets) -> dict:
@@ -240,11 +278,16 @@ def describe(plans: Plans, row: int) -> dict:
                                   if p["spot"][row] and float(p["checkpoint_interval_s"][row])
                                   < float("inf") else None),
         "provenance": str(p["provenance"][row]),
+        "micro_batch": int(p["micro_batch"][row]), "accumulation": int(p["accumulation"][row]),
+        "global_batch": int(p["global_batch"][row]), "remedy": str(p["remedy"][row]),
+        "remedy_slowdown": number("remedy_slowdown", 3),
+        "memory_mib": round(float(p["need_mib"][row])),
+        "gpu_memory_mib": round(float(p["gpu_memory_mib"][row])),
     }
 
 
 def assumptions() -> dict:
-    from advisor import optimizer, risk, workload
+    from advisor import memory, optimizer, risk
 
     return {
         "draws": optimizer.DRAWS, "seed": optimizer.SEED,
@@ -253,8 +296,10 @@ def assumptions() -> dict:
         "revocation_cost": "the replacement's startup_s + recovery_s (rejoin), the whole "
                            "cluster waiting, + work since the last checkpoint",
         "sync": "allreduce (DDP)",
-        "optimizer_state_bytes_per_param": workload.OPTIMIZER_STATE_BYTES,
-        "memory_reserve_gib": workload.CONTEXT_RESERVE_BYTES / workload.GIB,
+        "optimizer_state_bytes_per_param": memory.OPTIMIZER_STATE_BYTES,
+        "memory_reserve_mib": memory.CUDA_CONTEXT_MIB + memory.WORKSPACE_MIB,
+        "activation_checkpointing_compute": round(memory.CHECKPOINT_COMPUTE_FACTOR, 3),
+        "sharding": "FSDP full shard: all-gather twice per micro-step, reduce-scatter per step",
         "never_finishes_beyond": f"{risk.MAX_SLOWDOWN:g}x the run without revocations",
     }
 
@@ -312,21 +357,25 @@ def _catalog(files) -> tuple[dict, str, list[str]]:
 
 
 def _nothing_fits(work, candidates) -> NoPlanError:
-    from advisor.workload import GIB
-
-    if candidates.largest_gpu_gb is None and any(
+    if candidates.largest_gpu_mib is None and any(
             cut.reason is Reason.PRECISION for cut in candidates.dropped):
         return NoPlanError("no GPU left after the filters has bf16 (it arrived with Ampere); "
                            "use precision amp, or widen providers or regions",
                            "precision", "providers", "regions")
-    if candidates.largest_gpu_gb is None:
+    if candidates.largest_gpu_mib is None:
         return NoPlanError("no offering is left after the filters; widen providers, regions "
                            "or gpus", "providers", "regions", "gpus")
+    memory = [cut for cut in candidates.dropped if cut.reason is Reason.MEMORY]
+    if not memory:
+        return NoPlanError(
+            f"every cluster has more GPUs than the global batch of {work.global_batch}; raise "
+            "global_batch or lower max_nodes", "global_batch", "max_nodes")
+    need = min(cut.need_mib for cut in memory)
     return NoPlanError(
-        f"{work.model} at batch {work.batch_per_gpu} ({work.precision}) needs "
-        f"{work.memory_per_gpu_bytes() / GIB:.1f} GiB per GPU and the largest GPU has "
-        f"{candidates.largest_gpu_gb:g} GB; try a smaller batch_per_gpu or precision amp",
-        "batch_per_gpu", "precision")
+        f"{work.model} ({work.precision}) needs {need:,.0f} MiB per GPU even at micro-batch 1 "
+        f"with sharding and checkpointing, and the largest GPU has "
+        f"{candidates.largest_gpu_mib:,.0f} MiB; allow more nodes (max_nodes) or use "
+        "precision amp", "max_nodes", "precision")
 
 
 def _nothing_meets(plans: Plans) -> str:

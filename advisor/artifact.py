@@ -20,6 +20,7 @@ import numpy as np
 
 from advisor import physics
 from advisor.errors import AdvisorError
+from advisor.sharding import plain_layout
 from gpuadvisor import data
 from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 
@@ -118,6 +119,7 @@ class Artifact:
         keys, inverse = unique_keys(*(physics.codes(features, c) for c in CONFIG_COLUMNS))
         is_measured = np.array([k in measured for k in keys], dtype=bool)[inverse]
         workers = range_axis(features, "workers")
+        is_measured &= plain_layout(features, len(value))  # a measurement is of plain DDP
         pairs = (physics.codes(features, "model"), physics.codes(features, "gpu"))
         lo_w = _lookup({k: v[0] for k, v in spec["seen"]["model_gpu"].items()}, pairs, np.inf)
         hi_w = _lookup({k: v[1] for k, v in spec["seen"]["model_gpu"].items()}, pairs, -np.inf)

@@ -1,5 +1,6 @@
-"""Every cluster the advisor could recommend: catalog offering x node count x market, as numpy
-columns, after the user's filters and the GPU-memory check."""
+"""Every cluster the advisor could recommend: catalog offering x node count x market x the
+layouts that fit its GPUs' memory (advisor.layouts), as numpy columns, after the user's
+filters."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from advisor.errors import ParameterError
+from advisor.layouts import layouts
 from advisor.reasons import Cut, Reason
-from advisor.workload import GIB, Workload
+from advisor.workload import Workload
 from gpuadvisor.gpus import gpu_matches
 
 # Columns of Catalog.as_arrays() carried onto every candidate.
@@ -39,11 +41,12 @@ class Filters:
 
 @dataclass
 class Candidates:
-    """Equal-length columns, one row per (offering, nodes, market)."""
+    """Equal-length columns, one row per (offering, nodes, market, layout); `base` numbers
+    the (offering, nodes, market) a row lays out."""
 
     columns: dict[str, np.ndarray]
     dropped: Counter = field(default_factory=Counter)  # Cut -> candidates dropped
-    largest_gpu_gb: float | None = None  # most GPU memory among offerings the filters kept
+    largest_gpu_mib: float | None = None  # most GPU memory among offerings the filters kept
 
     def __len__(self) -> int:
         return len(self.columns["nodes"])
@@ -53,7 +56,16 @@ class Candidates:
 
     def take(self, index: np.ndarray) -> Candidates:
         return Candidates({k: v[index] for k, v in self.columns.items()}, self.dropped,
-                          self.largest_gpu_gb)
+                          self.largest_gpu_mib)
+
+    def fastest_layouts(self, throughput: np.ndarray) -> np.ndarray:
+        """The rows to keep, one per (offering, nodes, market): the layout with the highest
+        `throughput` (a prediction per row; NaN counts as the slowest)."""
+        speed = np.nan_to_num(np.asarray(throughput, dtype=float), nan=-np.inf)
+        order = np.lexsort((-speed, self.columns["base"]))
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = self.columns["base"][order][1:] != self.columns["base"][order][:-1]
+        return np.sort(order[first])
 
     def features(self, workload: Workload) -> dict[str, np.ndarray]:
         """The feature columns Artifact.predict expects, built by the one feature builder
@@ -67,8 +79,10 @@ class Candidates:
             "provider": c["provider"], "sync": np.full(n, "allreduce"),
             "ps_count": np.zeros(n), "precision": np.full(n, workload.precision),
             "nodes": c["nodes"], "gpus_per_node": c["gpus_per_node"],
-            "batch_per_gpu": np.full(n, workload.batch_per_gpu), "spot": c["spot"],
+            "batch_per_gpu": c["micro_batch"], "spot": c["spot"],
             "network_gbps": c["network_gbps"], "interconnect": c["interconnect"],
+            "accumulation": c["accumulation"], "checkpointing": c["checkpointing"],
+            "sharded": c["sharded"],
         }
         return configuration_features(configs, {workload.model: workload.model_features()})
 
@@ -120,18 +134,12 @@ def enumerate_candidates(
         reasons[Cut(FILTER_REASONS[label])] += int(rows_per_offering[keep & ~match].sum())
         keep &= match
 
+    usable = np.asarray(offerings.get("gpu_memory_mib", np.full(len(gpu), np.nan)), float)
     specs = {name: gpu_spec(name) for name in sorted(set(gpu))}
     if workload.precision == "bf16":
         keep = _cut_without_bf16(keep, gpu, specs, filters, reasons, rows_per_offering)
-    memory_gb = np.array([specs[g].memory_gb for g in gpu], dtype=float)
-    fits = workload.memory_per_gpu_bytes() <= memory_gb * GIB
-    need = workload.memory_per_gpu_bytes() / GIB
-    for g in sorted(set(gpu[keep & ~fits])):
-        cut = Cut(Reason.MEMORY, gpu=g, need_gib=round(need, 1),
-                  gpu_memory_gb=specs[g].memory_gb)
-        reasons[cut] += int(rows_per_offering[keep & ~fits & (gpu == g)].sum())
-    largest = float(memory_gb[keep].max()) if keep.any() else None
-    keep &= fits
+    usable = np.where(np.isfinite(usable), usable, [specs[g].memory_mib for g in gpu])
+    largest = float(usable[keep].max()) if keep.any() else None
 
     rows = []
     for spot, price in ((False, price_on_demand), (True, price_spot)):
@@ -139,12 +147,19 @@ def enumerate_candidates(
         index = np.repeat(np.flatnonzero(priced), filters.max_nodes)
         nodes = np.tile(np.arange(1, filters.max_nodes + 1), int(priced.sum()))
         rows.append((index, nodes, np.full(len(index), spot), price[index]))
-
     index, nodes, spot, price = (np.concatenate(parts) for parts in zip(*rows))
-    columns = {name: np.asarray(offerings[name])[index] for name in OFFERING_COLUMNS}
-    columns["provider"], columns["region"] = provider[index], region[index]
-    columns["gpu_type"] = gpu[index]
-    columns.update(offering=index, nodes=nodes, spot=spot, price_per_node_hour=price)
+    workers = nodes * np.asarray(offerings["gpus_per_node"])[index]
+
+    laid = layouts(workload, workers, usable[index])
+    reasons.update(_unplaced(workload, laid.row, index, workers, gpu, usable))
+    at = laid.row
+    columns = {name: np.asarray(offerings[name])[index[at]] for name in OFFERING_COLUMNS}
+    columns["provider"], columns["region"] = provider[index[at]], region[index[at]]
+    columns["gpu_type"] = gpu[index[at]]
+    columns.update(offering=index[at], nodes=nodes[at], spot=spot[at],
+                   price_per_node_hour=price[at], base=at, gpu_memory_mib=usable[index[at]],
+                   global_batch=laid.micro_batch * laid.accumulation * workers[at],
+                   **laid.columns())
     return Candidates(columns, +reasons, largest)
 
 
@@ -159,3 +174,28 @@ def _cut_without_bf16(keep, gpu, specs, filters, reasons, rows_per_offering) -> 
     for g in sorted(set(gpu[keep & lacking])):
         reasons[Cut(Reason.PRECISION, gpu=g)] += int(rows_per_offering[keep & (gpu == g)].sum())
     return keep & ~lacking
+
+
+def _unplaced(workload: Workload, placed: np.ndarray, index: np.ndarray, workers: np.ndarray,
+              gpu: np.ndarray, usable: np.ndarray) -> Counter:
+    """Cuts of the (offering, nodes, market) rows no layout fits: more GPUs than the global
+    batch has samples, or too little memory even for one sample under every remedy."""
+    from advisor.memory import REMEDIES, need_mib
+
+    cuts: Counter = Counter()
+    missing = np.setdiff1d(np.arange(len(index)), placed)
+    if workload.batch_policy == "fixed-global":
+        small = workers[missing] > workload.global_batch
+        cuts[Cut(Reason.BATCH_BELOW_GPUS)] += int(small.sum())
+        missing = missing[~small]
+    if not len(missing):
+        return +cuts
+    model = workload.memory_model()
+    least = np.min([need_mib(model, r, 1, workers[missing]) for r in REMEDIES], axis=0)
+    names = gpu[index[missing]]
+    for g in sorted(set(names)):
+        mine = names == g
+        cuts[Cut(Reason.MEMORY, gpu=g, need_mib=round(float(least[mine].min())),
+                 gpu_memory_mib=round(float(usable[index[missing][mine]].max())))] += int(
+            mine.sum())
+    return +cuts

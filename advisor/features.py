@@ -15,6 +15,7 @@ import numpy as np
 
 from advisor.errors import AdvisorError
 from advisor.physics import dense_codes, factorize, intra_node_gb_s, sustained_clock_fraction
+from advisor.sharding import LAYOUT_KEYS
 from gpuadvisor.cards import OPERATOR_COLUMNS
 
 STRING_KEYS = ("model", "gpu", "sync", "precision", "provider")
@@ -137,6 +138,9 @@ def configuration_features(
     for key in ("nodes", "gpus_per_node", "batch_per_gpu", "network_gbps"):
         out[key] = np.asarray(configs[key], dtype=float)
     out["spot"] = np.asarray(configs["spot"], dtype=bool)
+    for key in LAYOUT_KEYS:  # the data-parallel layout (advisor.sharding), where one is given
+        if key in configs:
+            out[key] = np.asarray(configs[key], dtype=float)
     # One convention for every source: all-reduce has no parameter servers, PS at least one.
     ps = np.nan_to_num(np.asarray(configs.get("ps_count", np.zeros(n)), dtype=float))
     out["ps_count"] = np.where(out["sync"] == "ps", np.maximum(ps, 1.0), 0.0)
@@ -236,7 +240,7 @@ def _card_names(configs: Mapping[str, Any], model: np.ndarray) -> np.ndarray:
 
 def _columns(rows: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
     return {key: np.array([r.get(key) for r in rows], dtype=object)
-            for key in CONFIG_KEYS + INPUT_SIZE_KEYS + LINK_KEYS + (CARD_KEY,)}
+            for key in CONFIG_KEYS + INPUT_SIZE_KEYS + LINK_KEYS + (CARD_KEY,) + LAYOUT_KEYS}
 
 
 def _trial_config(trial: Mapping[str, Any]) -> dict:
@@ -258,6 +262,10 @@ def _trial_config(trial: Mapping[str, Any]) -> dict:
         CARD_KEY: extra.get(CARD_KEY),
         "interconnect": extra.get("interconnect") or _catalog_links().get(
             (provider, trial.get("instance_type"))),
+        # The layout it trained with (plain DDP unless the trial says otherwise).
+        "accumulation": trial.get("accumulation", extra.get("accumulation")) or 1,
+        "checkpointing": bool(trial.get("checkpointing", extra.get("checkpointing"))),
+        "sharded": bool(trial.get("sharded", extra.get("sharded"))),
     }
 
 

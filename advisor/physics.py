@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from advisor.sharding import communication_scale, compute_scale
 from gpuadvisor.cards import OPERATOR_CLASSES
 from gpuadvisor.vocab import HALF_PRECISIONS
 
@@ -298,8 +299,11 @@ def design_matrix(features: dict) -> np.ndarray:
     tensors = np.nan_to_num(np.asarray(features.get("tensors", np.zeros(len(batch))), float))
     tensor_memory = tensors * batch / (_arr(features, "gpu_mem_bw_gbps") * 1e9)
     ps_server_tensor = np.where(ps_sync, tensors * workers / ps_count, 0.0)
-    return np.column_stack([compute_fp32, compute_tensor, memory, fixed, tensors,
-                            tensor_memory, inter, intra, ps_link, ps_server,
+    # The layout (advisor/sharding.py): recomputed forwards, FSDP's gathers, accumulation.
+    work, traffic = compute_scale(features, len(batch)), communication_scale(features, len(batch))
+    return np.column_stack([compute_fp32 * work, compute_tensor * work, memory * work, fixed,
+                            tensors * work, tensor_memory * work, inter * traffic,
+                            intra * traffic, ps_link, ps_server,
                             ps_server_tensor]).astype(float)
 
 

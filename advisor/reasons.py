@@ -14,7 +14,8 @@ class Reason(str, Enum):
     GPU_FILTER = "gpu_filter"
     MARKET_FILTER = "market_filter"
     MAX_GPUS = "max_gpus"  # more GPUs in all than the user allows
-    MEMORY = "memory"  # the workload does not fit the GPU's memory
+    MEMORY = "memory"  # the workload does not fit the GPU's memory under any remedy
+    BATCH_BELOW_GPUS = "global_batch_below_gpus"  # more GPUs than the global batch's samples
     PRECISION = "precision"  # the GPU cannot run the precision (bf16 before Ampere)
     NO_THROUGHPUT = "no_throughput_prediction"
     NEVER_FINISHES = "never_finishes"  # revocations outpace progress
@@ -26,8 +27,8 @@ class Reason(str, Enum):
 class Cut:
     reason: Reason
     gpu: str | None = None  # MEMORY: the GPU too small; PRECISION: the GPU without it
-    need_gib: float | None = None  # MEMORY: what one worker needs
-    gpu_memory_gb: float | None = None  # MEMORY: what the GPU has
+    need_mib: float | None = None  # MEMORY: the least one worker needs (one sample)
+    gpu_memory_mib: float | None = None  # MEMORY: what the GPU has, usable
     confidence: float | None = None  # MISSES_DEADLINE, OVER_BUDGET
 
     def as_dict(self) -> dict:

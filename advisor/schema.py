@@ -34,12 +34,19 @@ PLAN = _object({
     "checkpoint_interval_s": NULLABLE_NUMBER,
     "provenance": {"enum": ["measured", "interpolated", "extrapolated"]},
     "quota": {"type": ["string", "null"]},
+    "micro_batch": {"type": "integer", "minimum": 1},
+    "accumulation": {"type": "integer", "minimum": 1},
+    "global_batch": {"type": "integer", "minimum": 1},
+    "remedy": {"enum": ["none", "accumulation", "checkpointing", "fsdp",
+                        "fsdp+checkpointing"]},
+    "remedy_slowdown": {"type": "number", "minimum": 0},
+    "memory_mib": NUMBER, "gpu_memory_mib": NUMBER,
 })
 
 CUT = _object({
     "reason": {"enum": [reason.value for reason in Reason]},
     "count": {"type": "integer", "minimum": 0},
-    "gpu": STRING, "need_gib": NUMBER, "gpu_memory_gb": NUMBER, "confidence": NUMBER,
+    "gpu": STRING, "need_mib": NUMBER, "gpu_memory_mib": NUMBER, "confidence": NUMBER,
 }, required=["reason", "count"])
 
 EXPLAIN = _object({
@@ -69,7 +76,9 @@ def recommendation_schema() -> dict:
             "plans": {"type": "array", "items": PLAN, "minItems": 1},
             "workload": _object({"model": STRING, "dataset": STRING,
                                  "batch_per_gpu": {"type": "integer"},
-                                 "precision": STRING, "memory_per_gpu_gb": NUMBER},
+                                 "global_batch": {"type": "integer"},
+                                 "batch_policy": {"enum": ["fixed-global", "fixed-per-gpu"]},
+                                 "precision": STRING, "optimizer": STRING},
                                 extra=True),  # with samples_per_epoch and epochs, or steps
             "constraints": _object({"deadline_s": NULLABLE_NUMBER,
                                     "budget_usd": NULLABLE_NUMBER,

@@ -1,35 +1,36 @@
 """The training job to plan for: a model (from its card: the zoo's, the user's own, or a card
-file), how much data (epochs, samples, steps or tokens), at what input size, batch and
-precision, and how much GPU memory one worker needs for it."""
+file), how much data (epochs, samples, steps or tokens), at what input size, the global batch
+it trains with and the batch rule, and the precision. What fits one GPU (micro-batch,
+accumulation, memory remedy) is resolved per offering by advisor.candidates with
+advisor.memory."""
 
 from __future__ import annotations
 
+import csv
 import difflib
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 
 from advisor.errors import ParameterError
+from advisor.memory import ModelMemory, optimizer_for
 from gpuadvisor.cards import base_model, card_name
-from gpuadvisor.vocab import HALF_PRECISIONS, VocabError, check_precision
+from gpuadvisor.vocab import VocabError, check_precision
 
 GIB = 2.0**30
-
-# Bytes of optimizer state per parameter: SGD with momentum for image models (one fp32
-# buffer), AdamW for text models (two fp32 moments), as the zoo's reference recipes train them.
-OPTIMIZER_STATE_BYTES = {"image": 4.0, "text": 8.0}
-# Autocast (amp, bf16) keeps fp32 weights and gradients but saves most activations for
-# backward in 16 bits; fp32 and tf32 save them in 32.
-HALF_ACTIVATION_FACTOR = 0.5
-# The CUDA context, cuDNN/cuBLAS workspaces and allocator fragmentation: a fixed reserve plus
-# a margin, so that a plan never sits at the edge of an out-of-memory error.
-CONTEXT_RESERVE_BYTES = 1.0 * GIB
-FRAGMENTATION_MARGIN = 1.10
 # Token counts as people write them: 20B, 1.5T, 500M, 300k (decimal, as LLM papers count).
 TOKEN_UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+# Or et al. (2020)'s two rules for a cluster of a different size: keep the global batch (the
+# per-GPU share shrinks, the optimization is unchanged), or keep the per-GPU batch (the global
+# batch grows with the GPUs, and so may the epochs needed to converge).
+BATCH_POLICIES = ("fixed-global", "fixed-per-gpu")
+# The global batch of a card's recipe when neither the card nor datasets/recipe_batches.csv
+# names one: its per-GPU batch on the 8-GPU node the zoo's reference recipes were published on.
+RECIPE_GPUS = 8
 
 
 class WorkloadError(ParameterError):
@@ -43,8 +44,8 @@ class Workload:
     dataset: str
     samples_per_epoch: int
     epochs: float
-    steps: int | None  # total optimizer steps, when given instead of epochs
-    batch_per_gpu: int
+    steps: int | None  # optimizer steps of `global_batch` samples, when given instead of epochs
+    batch_per_gpu: int  # fixed-per-gpu: the per-GPU batch; fixed-global: the micro-batch cap
     precision: str
     params: float
     gradient_bytes: float
@@ -57,23 +58,28 @@ class Workload:
     tokens: float | None = None  # the amount of data in tokens, when given so
     # The card's operator split (gpuadvisor.cards.OPERATOR_COLUMNS); empty: priced from totals
     operators: Mapping[str, float | None] = field(default_factory=dict)
+    global_batch: int = 0  # samples per optimizer step; 0: the recipe's
+    batch_policy: str = "fixed-global"
+    optimizer: str = "adamw"
+    micro_batch_cap: int | None = None  # fixed-global: the largest micro-batch the user allows
 
     def total_samples(self, total_gpus: np.ndarray) -> np.ndarray:
-        """Samples the job processes on clusters of `total_gpus` GPUs (steps fix the sample
-        count only together with the global batch)."""
-        if self.steps is not None:
-            return self.steps * self.batch_per_gpu * np.asarray(total_gpus, dtype=float)
-        return np.full(np.shape(total_gpus), self.samples_per_epoch * self.epochs, dtype=float)
+        """Samples the job processes, the same on every cluster: epochs of the dataset, or
+        `steps` optimizer steps of the workload's global batch."""
+        amount = (self.steps * self.global_batch if self.steps is not None
+                  else self.samples_per_epoch * self.epochs)
+        return np.full(np.shape(total_gpus), float(amount))
 
-    def memory_per_gpu_bytes(self) -> float:
-        """Weights + gradients + optimizer state + saved activations of one data-parallel worker."""
-        weights = 4.0 * self.params
-        optimizer = OPTIMIZER_STATE_BYTES.get(self.task, 8.0) * self.params
-        per_sample = self.activation_bytes_per_sample * (
-            HALF_ACTIVATION_FACTOR if self.precision in HALF_PRECISIONS else 1.0)
-        activations = per_sample * self.batch_per_gpu
-        model_state = weights + self.gradient_bytes + optimizer + activations
-        return FRAGMENTATION_MARGIN * model_state + CONTEXT_RESERVE_BYTES
+    def memory_model(self) -> ModelMemory:
+        return ModelMemory(self.params, self.gradient_bytes, self.activation_bytes_per_sample,
+                           self.precision, self.optimizer, self.tensors)
+
+    def per_gpu_share(self, workers: np.ndarray) -> np.ndarray:
+        """Samples each GPU contributes to one optimizer step on clusters of `workers`."""
+        workers = np.asarray(workers, dtype=float)
+        if self.batch_policy == "fixed-per-gpu":
+            return np.full(workers.shape, float(self.batch_per_gpu))
+        return self.global_batch / workers
 
     def model_features(self) -> dict[str, float | None]:
         """The card features `advisor.features.configuration_features` reads for this model."""
@@ -97,9 +103,11 @@ class Workload:
             **size,
             "dataset": self.dataset,
             **amount,
+            "global_batch": self.global_batch,
+            "batch_policy": self.batch_policy,
             "batch_per_gpu": self.batch_per_gpu,
             "precision": self.precision,
-            "memory_per_gpu_gb": round(self.memory_per_gpu_bytes() / GIB, 2),
+            "optimizer": self.optimizer,
         }
 
 
@@ -115,10 +123,14 @@ def build_workload(
     tokens: float | str | None = None,
     seq_len: int | None = None,
     image_size: int | None = None,
+    global_batch: int | None = None,
+    batch_policy: str = "fixed-global",
 ) -> Workload:
     """A Workload from the model card (at `seq_len` / `image_size` when given: the model's
     card at that size), with the user's overrides checked. `tokens` (20B, 1.5T or a number)
-    is the amount of data of a text model: tokens / seq_len samples, one pass."""
+    is the amount of data of a text model: tokens / seq_len samples, one pass.
+    `batch_per_gpu` is the per-GPU batch under the fixed-per-gpu policy and caps the
+    micro-batch under fixed-global; `global_batch` defaults to the card's recipe."""
     from advisor.features import card_features
     from gpuadvisor.cards import OPERATOR_COLUMNS
 
@@ -129,8 +141,11 @@ def build_workload(
         check_precision(precision)
     except VocabError as error:
         raise WorkloadError(str(error), "precision") from None
+    if batch_policy not in BATCH_POLICIES:
+        raise WorkloadError(f"batch_policy must be one of {', '.join(BATCH_POLICIES)}, got "
+                            f"{batch_policy!r}", "batch_policy")
     for name, value in (("epochs", epochs), ("samples", samples), ("steps", steps),
-                        ("batch_per_gpu", batch_per_gpu)):
+                        ("batch_per_gpu", batch_per_gpu), ("global_batch", global_batch)):
         if value is not None and value <= 0:
             raise WorkloadError(f"{name} must be positive, got {value}", name)
     if steps is not None and (epochs is not None or samples is not None):
@@ -144,6 +159,13 @@ def build_workload(
         raise WorkloadError(f"the card of {card['model']} sets no amount of data; give "
                             "tokens, samples and epochs, or steps",
                             "tokens", "samples", "epochs", "steps")
+    try:
+        optimizer = optimizer_for(card["task"], card.get("optimizer"))
+    except ValueError as error:
+        raise WorkloadError(f"model card {card['model']}: {error}") from None
+    per_gpu = int(batch_per_gpu or float(card["batch_per_gpu"]))
+    recipe = (card.get("global_batch") or recipe_batches().get(base_model(card["model"]))
+              or float(card["batch_per_gpu"]) * RECIPE_GPUS)
     return Workload(
         model=base_model(card["model"]),
         card=card["model"] if card["model"] != base_model(card["model"]) else None,
@@ -155,7 +177,7 @@ def build_workload(
         samples_per_epoch=int(samples or float(card["samples_per_epoch"] or 0)),
         epochs=float(epochs or float(card["epochs"] or 0)),
         steps=steps,
-        batch_per_gpu=int(batch_per_gpu or float(card["batch_per_gpu"])),
+        batch_per_gpu=per_gpu,
         precision=precision,
         params=features["params"],
         gradient_bytes=features["gradient_bytes"],
@@ -163,7 +185,26 @@ def build_workload(
         activation_bytes_per_sample=features["activation_bytes"],
         tensors=features["tensors"],
         operators={key: features[key] for key in OPERATOR_COLUMNS},
+        global_batch=int(global_batch or float(recipe)),
+        batch_policy=batch_policy,
+        optimizer=optimizer,
+        micro_batch_cap=batch_per_gpu if batch_policy == "fixed-global" else None,
     )
+
+
+@cache
+def recipe_batches() -> dict[str, int]:
+    """Model -> the global batch its published recipe trains with (datasets/recipe_batches.csv)."""
+    from gpuadvisor import data
+
+    path = data.find("recipe_batches.csv")
+    try:
+        with open(path, newline="") as handle:
+            return {row["model"]: int(row["global_batch"]) for row in csv.DictReader(handle)}
+    except FileNotFoundError:
+        return {}
+    except (OSError, KeyError, ValueError) as error:
+        raise WorkloadError(f"cannot read {path} ({error}); fix or remove it") from None
 
 
 def _find_card(cards: Mapping[str, Mapping[str, str]], model: str) -> Mapping[str, str]:

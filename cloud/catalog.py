@@ -37,8 +37,10 @@ COLUMNS = (
     "provider", "region", "instance_type", "gpu_type", "gpus_per_node", "vcpus", "memory_gb",
     "network_gbps", "interconnect", "gpu_price_on_demand", "host_price_on_demand",
     "price_on_demand", "gpu_price_spot", "host_price_spot", "price_spot", "as_of", "retired",
-    "source", "notes",
+    "source", "notes", "gpu_memory_mib",
 )  # fmt: skip
+# Columns a catalog may lack (files written before they existed); read as unknown.
+OPTIONAL_COLUMNS = ("gpu_memory_mib",)
 SPOT_COLUMNS = (
     "provider", "region", "gpu_type", "instance_type", "notice_s", "max_runtime_h",
     "interruption_bucket", "as_of", "source", "notes",
@@ -75,6 +77,8 @@ class Offering:
     host_price_spot: float | None = None
     retired: date | None = None  # the provider stopped selling it (e.g. GCP K80)
     notes: str = ""
+    # Usable memory per GPU as the cloud reports it (MiB); None: gpus.csv's memory_mib.
+    gpu_memory_mib: float | None = None
 
     def price(self, spot: bool) -> float | None:
         return self.price_spot if spot else self.price_on_demand
@@ -157,6 +161,9 @@ class Catalog:
             "vcpus": np.array([x.vcpus for x in o], dtype=np.int64),
             "memory_gb": np.array([x.memory_gb for x in o], dtype=np.float64),
             "network_gbps": np.array([x.network_gbps for x in o], dtype=np.float64),
+            "gpu_memory_mib": np.array(
+                [np.nan if x.gpu_memory_mib is None else x.gpu_memory_mib for x in o],
+                dtype=np.float64),
             "price_on_demand": np.array([x.price_on_demand for x in o], dtype=np.float64),
             "price_spot": np.array(
                 [np.nan if x.price_spot is None else x.price_spot for x in o], dtype=np.float64
@@ -248,6 +255,7 @@ def _offering(row: Mapping[str, str], where: str, known_gpus: set[str]) -> Offer
         host_price_spot=opt["host_price_spot"],
         retired=_date(row["retired"], "retired", where) if row.get("retired") else None,
         notes=row.get("notes") or "",
+        gpu_memory_mib=_number(row, "gpu_memory_mib", where, optional=True),
     )
     for market in ("on_demand", "spot"):
         gpu_part, host_part = (getattr(offering, f"{p}_price_{market}") for p in ("gpu", "host"))
@@ -271,7 +279,7 @@ def read_offerings(path: Path) -> list[Offering]:
     try:
         with open(path, newline="") as handle:
             reader = csv.DictReader(handle)
-            missing = set(COLUMNS) - set(reader.fieldnames or ())
+            missing = set(COLUMNS) - set(OPTIONAL_COLUMNS) - set(reader.fieldnames or ())
             if missing:
                 raise CatalogError(f"{path}: missing columns {', '.join(sorted(missing))}")
             offerings = [

@@ -200,7 +200,16 @@ def _median(zones: list[_Zone], spot: bool) -> tuple[float | None, float]:
     return gpu, statistics.mean(p[1] for p in middle)
 
 
-def _offering(provider, region, instance_type, gpu, count, vcpus, memory, zones, source,
+def usable_mib(gpu: str, reported: float | None) -> int:
+    """Usable memory per GPU: the smaller of what this cloud reports (EC2 gives the usable
+    size, GCP the nominal one) and gpus.csv's usable figure for the same silicon."""
+    from cloud.gpus import gpu_specs
+
+    usable = gpu_specs()[gpu].memory_mib
+    return round(min(usable, reported) if reported else usable)
+
+
+def _offering(provider, region, instance_type, gpu, count, vcpus, memory, mib, zones, source,
               as_of, rejected) -> Offering | None:
     """One region's offering from its zones' prices, after the sanity rules."""
     def reject(reason, zone=""):
@@ -257,7 +266,7 @@ def _offering(provider, region, instance_type, gpu, count, vcpus, memory, zones,
         host_price_on_demand=round(host_od, 4) if gcp else None,
         gpu_price_spot=round(gpu_spot, 4) if gcp and spot else None,
         host_price_spot=round(host_spot, 4) if gcp and spot else None,
-        notes="; ".join(notes),
+        notes="; ".join(notes), gpu_memory_mib=usable_mib(gpu, mib),
     )  # fmt: skip
 
 
@@ -272,7 +281,8 @@ def build_aws(rows: Iterable[Mapping[str, str]], specs, source, as_of) -> Build:
         if not row["AcceleratorName"]:
             continue  # no accelerator
         count = float(row["AcceleratorCount"] or 0)
-        gpu = canonical_gpu(row["AcceleratorName"], memory_mib(row["GpuInfo"]), specs)
+        mib = memory_mib(row["GpuInfo"])
+        gpu = canonical_gpu(row["AcceleratorName"], mib, specs)
         reason = ("fractional GPU" if count != int(count) or count < 1
                   else "unknown GPU " + row["AcceleratorName"] if gpu is None
                   else "no network figure for this instance type"
@@ -285,7 +295,7 @@ def build_aws(rows: Iterable[Mapping[str, str]], specs, source, as_of) -> Build:
         groups[(region, instance_type)].append(
             _Zone(zone, None, price, None, float(spot) if spot else None))
         shapes[(region, instance_type)] = (gpu, int(count), float(row["vCPUs"]),
-                                           float(row["MemoryGiB"]))  # fmt: skip
+                                           float(row["MemoryGiB"]), mib)  # fmt: skip
     offerings = [
         _offering("aws", region, instance_type, *shapes[(region, instance_type)], zones, source,
                   as_of, rejected)
@@ -329,7 +339,8 @@ def build_gcp(rows: Iterable[Mapping[str, str]], specs, source, as_of) -> Build:
                         rejected.append(Rejected("gcp", region, machine, zone,
                                                  f"no price row for {count}x {name}"))
                     continue  # N1: that GPU is not sold in that zone
-                gpu = canonical_gpu(name, memory_mib(gpu_row["GpuInfo"]), specs)
+                mib = memory_mib(gpu_row["GpuInfo"])
+                gpu = canonical_gpu(name, mib, specs)
                 if gpu is None:
                     rejected.append(Rejected("gcp", region, machine, zone, f"unknown GPU {name}"))
                     continue
@@ -338,7 +349,7 @@ def build_gcp(rows: Iterable[Mapping[str, str]], specs, source, as_of) -> Build:
                     zone, float(gpu_row["Price"] or 0), float(host["Price"] or 0),
                     float(spot[0]) if spot[0] else None, float(spot[1]) if spot[1] else None))
                 shapes[(region, machine, gpu, count)] = (float(host["vCPUs"]),
-                                                         float(host["MemoryGiB"]))
+                                                         float(host["MemoryGiB"]), mib)
     offerings = [
         _offering("gcp", *key, *shapes[key], zones, source, as_of, rejected)
         for key, zones in sorted(groups.items())

@@ -169,4 +169,8 @@ CREATE TABLE trial_leases (
   expires_at REAL NOT NULL
 );
 CREATE UNIQUE INDEX trial_leases_by_trial ON trial_leases(sweep, trial_key);""",
+    # 4: the GPU memory a trial's workers peaked at (torch.cuda; NULL on CPU).
+    """\
+ALTER TABLE trials ADD COLUMN peak_allocated_bytes INTEGER;
+ALTER TABLE trials ADD COLUMN peak_reserved_bytes INTEGER;""",
 ]

@@ -102,6 +102,8 @@ RECORD_TYPES: dict[str, dict[str, str]] = {
         "warmup_steps": "steps skipped as warm-up",
         "stable": "true when the interval met the tolerance before max_seconds",
         "peak_memory_bytes": "torch.cuda.max_memory_allocated, or the process max RSS on CPU",
+        "peak_allocated_bytes": "torch.cuda.max_memory_allocated since start; null on CPU",
+        "peak_reserved_bytes": "torch.cuda.max_memory_reserved (allocator's segments); null on CPU",
         "time_to_first_step": "agent start -> first finished step of this attempt, seconds",
         "checkpoint_save_s": "mean save time of this attempt",
         "checkpoint_restore_s": "restore time (of the restart, or of a test restore at the end)",

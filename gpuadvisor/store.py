@@ -60,6 +60,9 @@ TRIAL_COLUMNS: dict[str, str] = {
     "checkpoint_bytes": "INTEGER",
     "software": "TEXT",  # JSON: python, torch, cuda, nccl, project versions
     "extra": "TEXT",  # JSON: anything else worth keeping
+    # Rank 0's GPU memory peaks, torch.cuda.max_memory_allocated / _reserved; NULL on CPU.
+    "peak_allocated_bytes": "INTEGER",
+    "peak_reserved_bytes": "INTEGER",
 }
 
 REVOCATION_COLUMNS: dict[str, str] = {

@@ -141,6 +141,17 @@ def software_versions() -> dict:
     return versions
 
 
+def gpu_memory_peaks(cuda: bool) -> dict[str, int | None]:
+    """Peak allocated and reserved GPU memory of this process (the caching allocator's
+    segments are what must fit the GPU); None on CPU."""
+    if not cuda:
+        return {"peak_allocated_bytes": None, "peak_reserved_bytes": None}
+    import torch
+
+    return {"peak_allocated_bytes": int(torch.cuda.max_memory_allocated()),
+            "peak_reserved_bytes": int(torch.cuda.max_memory_reserved())}
+
+
 def peak_memory_bytes(cuda: bool) -> int:
     import resource
 
@@ -439,6 +450,7 @@ class Trainer:
             step_time_p95=float(np.percentile(times, 95)) if len(times) else None,
             steps_measured=len(times), warmup_steps=verdict.warmup_steps,
             stable=verdict.stable, peak_memory_bytes=peak_memory_bytes(self.cuda),
+            **gpu_memory_peaks(self.cuda),
             time_to_first_step=self.first_step_t - self.agent_start,
             checkpoint_save_s=(sum(s.seconds for s in self.saves) / len(self.saves)
                                if self.saves else None),

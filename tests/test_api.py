@@ -108,8 +108,8 @@ def test_the_cli_words_parameters_as_its_flags():
     result = recommend("resnet50", "--deadline", "1d", "--steps", "5", "--epochs", "1")
     assert result.exit_code == 2
     assert "give either --steps or --epochs/--samples, not both" in result.stderr
-    result = recommend("gpt2_medium", "--batch-size", "64", "--deadline", "60d")
-    assert "try a smaller --batch-size or --precision amp" in result.stderr
+    result = recommend("resnet50", "--deadline", "1d", "--batch-policy", "linear")
+    assert "--batch-policy must be one of fixed-global, fixed-per-gpu" in result.stderr
 
 
 def test_skypilot_fragment_is_a_task_with_skypilots_names():
@@ -312,3 +312,16 @@ def test_a_card_size_the_model_does_not_take_names_the_parameter():
     with pytest.raises(CardError, match="gpt2 is a text model: use seq_len") as raised:
         compute_card("gpt2", image_size=64)
     assert raised.value.parameters == ("seq_len", "image_size")
+
+
+def test_fixed_per_gpu_warns_that_convergence_changes_and_fixed_global_does_not():
+    grown = advisor.recommend("resnet18", deadline="2d", batch_policy="fixed-per-gpu",
+                              batch_per_gpu=64, top=50)
+    assert any("convergence changes" in w for w in grown.warnings)
+    assert {p["micro_batch"] * p["accumulation"] for p in grown.plans} == {64}
+    kept = advisor.recommend("resnet18", deadline="2d", global_batch=1024, top=50)
+    assert not any("convergence" in w for w in kept.warnings)
+    assert all(abs(p["global_batch"] - 1024) <= p["nodes"] * p["gpus_per_node"]
+               * p["accumulation"] for p in kept.plans)
+    result = recommend("resnet18", "--deadline", "2d", "--batch-policy", "fixed-per-gpu")
+    assert result.exit_code == 0 and "convergence changes" in result.stderr

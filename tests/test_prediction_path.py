@@ -25,8 +25,11 @@ def trial_of(plans, row: int, workload) -> dict:
         "model": workload.model, "gpu_type": str(plans["gpu_type"][row]),
         "provider": str(plans["provider"][row]), "instance_type": str(plans["instance_type"][row]),
         "nodes": int(plans["nodes"][row]), "gpus_per_node": int(plans["gpus_per_node"][row]),
-        "batch_per_gpu": workload.batch_per_gpu, "precision": workload.precision,
+        "batch_per_gpu": int(plans["micro_batch"][row]), "precision": workload.precision,
         "sync": "allreduce", "spot": bool(plans["spot"][row]), "extra": {},
+        "accumulation": int(plans["accumulation"][row]),
+        "checkpointing": bool(plans["checkpointing"][row]),
+        "sharded": bool(plans["sharded"][row]),
     }
 
 

@@ -8,7 +8,7 @@ from test_recommend_fixtures import CARDS, OFFERINGS, offering_arrays
 
 from advisor.candidates import CandidateError, Filters, enumerate_candidates
 from advisor.reasons import Reason
-from advisor.workload import GIB, WorkloadError, build_workload
+from advisor.workload import WorkloadError, build_workload
 from cloud.gpus import gpu_spec
 from gpuadvisor.durations import parse_budget, parse_deadline
 
@@ -42,11 +42,15 @@ def test_budgets_refused(text):
 def test_workload_defaults_come_from_the_card_and_overrides_win():
     work = build_workload(CARDS, "TinyNet")
     assert (work.model, work.epochs, work.batch_per_gpu) == ("tinynet", 10, 128)
+    assert (work.global_batch, work.batch_policy) == (128 * 8, "fixed-global")  # the recipe
     assert work.total_samples(np.array([1, 8])).tolist() == [500000, 500000]
     work = build_workload(CARDS, "tinynet", epochs=2, samples=1000, batch_per_gpu=64)
     assert work.total_samples(np.array([4]))[0] == 2000
-    steps = build_workload(CARDS, "tinynet", steps=100, batch_per_gpu=32)
-    assert steps.total_samples(np.array([1, 8])).tolist() == [3200, 25600]
+    # Steps count optimizer steps of the global batch: the same data on every cluster.
+    steps = build_workload(CARDS, "tinynet", steps=100, global_batch=256)
+    assert steps.total_samples(np.array([1, 8])).tolist() == [25600, 25600]
+    per_gpu = build_workload(CARDS, "tinynet", steps=100, batch_policy="fixed-per-gpu")
+    assert per_gpu.total_samples(np.array([1, 8])).tolist() == [102400, 102400]
 
 
 def test_unknown_model_names_the_closest():
@@ -59,6 +63,8 @@ def test_unknown_model_names_the_closest():
     ({"epochs": -1}, "^epochs must be positive"),
     ({"batch_per_gpu": 0}, "^batch_per_gpu must be positive"),
     ({"steps": 10, "epochs": 1}, "either steps"),
+    ({"global_batch": 0}, "^global_batch must be positive"),
+    ({"batch_policy": "linear"}, "^batch_policy must be one of fixed-global, fixed-per-gpu"),
 ])
 def test_bad_workload_overrides(kwargs, message):
     """Messages name the API's parameters, which the error carries for the CLI to word."""
@@ -67,11 +73,35 @@ def test_bad_workload_overrides(kwargs, message):
     assert set(raised.value.parameters) >= set(kwargs)
 
 
-def test_memory_estimate_adds_model_state_and_activations():
-    work = build_workload(CARDS, "hugenet", precision="amp")
-    # 1.5e9 params: 4 B weights + 6e9 B gradients + 8 B AdamW state; 8 x 2e9 B x 0.5 saved
-    state = 1.5e9 * 4 + 6e9 + 1.5e9 * 8 + 8 * 2e9 * 0.5
-    assert work.memory_per_gpu_bytes() == pytest.approx(1.1 * state + GIB)
+def test_each_cluster_gets_the_micro_batch_and_accumulation_that_keep_the_global_batch():
+    work = build_workload(CARDS, "tinynet", global_batch=1024)
+    cands = enumerate_candidates(offering_arrays(), work, Filters(max_nodes=3), gpu_spec)
+    workers = cands["nodes"] * cands["gpus_per_node"]
+    share = cands["micro_batch"] * cands["accumulation"]
+    assert (cands["global_batch"] == share * workers).all()
+    assert (np.abs(cands["global_batch"] - 1024) <= workers).all()  # the nearest layout
+    assert set(cands["remedy"]) == {"none"}  # tinynet fits at every share
+    capped = build_workload(CARDS, "tinynet", global_batch=1024, batch_per_gpu=64)
+    cands = enumerate_candidates(offering_arrays(), capped, Filters(max_nodes=1), gpu_spec)
+    one = cands["instance_type"] == "n1-standard-8-t4"
+    assert set(cands["micro_batch"][one]) == {64} and set(cands["accumulation"][one]) == {16}
+    assert set(cands["remedy"][one]) == {"accumulation"}
+
+
+def test_fixed_per_gpu_keeps_the_per_gpu_batch_and_the_global_batch_grows():
+    work = build_workload(CARDS, "tinynet", batch_policy="fixed-per-gpu", batch_per_gpu=32)
+    cands = enumerate_candidates(offering_arrays(), work, Filters(max_nodes=2), gpu_spec)
+    workers = cands["nodes"] * cands["gpus_per_node"]
+    assert (cands["micro_batch"] == 32).all() and (cands["accumulation"] == 1).all()
+    assert (cands["global_batch"] == 32 * workers).all()
+
+
+def test_more_gpus_than_the_global_batch_are_cut_and_counted():
+    work = build_workload(CARDS, "tinynet", global_batch=4)
+    cands = enumerate_candidates(offering_arrays(), work, Filters(max_nodes=2), gpu_spec)
+    assert (cands["nodes"] * cands["gpus_per_node"] <= 4).all()
+    assert sum(n for cut, n in cands.dropped.items()
+               if cut.reason is Reason.BATCH_BELOW_GPUS) > 0
 
 
 def test_candidates_expand_nodes_and_markets():
@@ -84,17 +114,17 @@ def test_candidates_expand_nodes_and_markets():
     assert cands.dropped == {}
 
 
-def test_memory_filter_drops_gpus_too_small_and_says_why():
-    work = build_workload(CARDS, "hugenet")  # ~42 GiB per GPU in fp32: no GPU here fits
-    cands = enumerate_candidates(offering_arrays(), work, Filters(max_nodes=2), gpu_spec)
-    assert len(cands) == 0
+def test_remedies_replace_refusals_and_what_fits_nowhere_says_why():
+    work = build_workload(CARDS, "hugenet")  # 1.5e9 params, fp32 AdamW: ~30 GB of states
+    cands = enumerate_candidates(offering_arrays(), work, Filters(max_nodes=1), gpu_spec)
+    remedy = dict(zip(cands["instance_type"], cands["remedy"]))
+    assert "n1-standard-8-t4" not in remedy  # one 16 GB GPU: nothing to shard over
+    assert remedy["g4dn.12xlarge"].startswith("fsdp")  # four T4s share the states
+    assert remedy["a2-highgpu-1g"] in ("accumulation", "checkpointing")
+    assert (cands["need_mib"] <= cands["gpu_memory_mib"]).all()
     memory = {cut.gpu: cut for cut in cands.dropped if cut.reason is Reason.MEMORY}
-    assert memory["T4"].gpu_memory_gb == 16 and memory["A100-40GB"].gpu_memory_gb == 40
-    assert memory["T4"].need_gib == round(work.memory_per_gpu_bytes() / GIB, 1) > 40
-    small = build_workload(CARDS, "hugenet", precision="amp", batch_per_gpu=1)  # ~27 GiB
-    cands = enumerate_candidates(offering_arrays(), small, Filters(max_nodes=2), gpu_spec)
-    assert set(cands["gpu_type"]) == {"A100-40GB"}
-    assert sum(cands.dropped.values()) == 2 * 2 * 4  # 4 offerings x 2 nodes x 2 markets
+    assert memory["T4"].gpu_memory_mib == gpu_spec("T4").memory_mib == 15_360
+    assert memory["T4"].need_mib > 15_360
 
 
 @pytest.mark.parametrize("filters, kept", [
@@ -121,3 +151,14 @@ def test_unknown_filter_values_list_what_the_catalog_holds(filters, message):
     with pytest.raises(CandidateError, match=message):
         enumerate_candidates(offering_arrays(), build_workload(CARDS, "tinynet"), filters,
                              gpu_spec)
+
+
+def test_the_global_batch_defaults_to_the_published_recipe():
+    from advisor.workload import recipe_batches
+    from gpuadvisor.cards import load_cards
+
+    cards = load_cards()
+    assert build_workload(cards, "bert_large").global_batch == 256  # Devlin et al.
+    assert build_workload(cards, "gpt2").global_batch == 480  # nanoGPT: 12 x 5 x 8
+    assert build_workload(cards, "resnet50").global_batch == 2048
+    assert set(recipe_batches()) <= set(cards)

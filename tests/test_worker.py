@@ -33,6 +33,7 @@ def test_bf16_autocast_and_periodic_checkpoints(tmp_path, one_thread):
     assert result["stable"] is False and result["throughput_lo"] is None  # too few steps
     assert result["throughput"] == pytest.approx(2 / result["step_time_mean"])
     assert result["checkpoint_save_s"] > 0 and result["checkpoint_restore_s"] > 0
+    assert result["peak_allocated_bytes"] is None and result["peak_reserved_bytes"] is None
     assert records[-1]["type"] == "result"  # worker_exit comes from main(), around the trainer
 
 

@@ -28,17 +28,20 @@ class RecommendFormat(str, Enum):
 # The flag of each API parameter whose name differs from it.
 FLAGS = {"providers": "provider", "regions": "region", "gpus": "gpu",
          "batch_per_gpu": "batch-size"}
+BATCH_POLICIES = ("fixed-global", "fixed-per-gpu")
 CUT_WORDS = {
     Reason.PROVIDER_FILTER: "provider filter", Reason.REGION_FILTER: "region filter",
     Reason.GPU_FILTER: "GPU filter", Reason.NO_THROUGHPUT: "no throughput prediction",
     Reason.MARKET_FILTER: "market filter", Reason.MAX_GPUS: "more GPUs than --max-gpus",
     Reason.NEVER_FINISHES: "never finishes (revocations outpace progress)",
     Reason.MISSES_DEADLINE: "misses the deadline", Reason.OVER_BUDGET: "over budget",
+    Reason.BATCH_BELOW_GPUS: "more GPUs than the global batch has samples",
 }
 
 TABLE_COLUMNS = {
     "rank": "#", "where": "where", "instance_type": "instance", "shape": "GPUs x nodes",
-    "market": "market", "throughput": "samples/s", "time": "time P50-P90",
+    "market": "market", "batch": "micro x acc", "remedy": "memory remedy",
+    "throughput": "samples/s", "time": "time P50-P90",
     "cost": "cost P50-P90", "p_deadline": "P(dl)", "provenance": "evidence",
 }  # fmt: skip
 NUMERIC = ("rank", "throughput", "time", "cost", "time_conf", "cost_conf", "p_deadline")
@@ -50,17 +53,24 @@ NARROW_LAYOUTS = (
     ((), {}, ""),
     (("provenance",), {}, "evidence"),
     (("provenance", "throughput"), {}, "evidence, samples/s"),
-    (("provenance", "throughput"),
-     {"time": "time_conf", "cost": "cost_conf", "shape": "shape_short"},
+    (("provenance", "throughput", "remedy"), {"batch": "batch_short"},
+     "evidence, samples/s"),
+    (("provenance", "throughput", "remedy"),
+     {"time": "time_conf", "cost": "cost_conf", "shape": "shape_short", "batch": "batch_short"},
      "evidence, samples/s, P50s"),
-    (("provenance", "throughput"),
-     {"time": "time_conf", "cost": "cost_conf", "shape": "shape_short",
+    (("provenance", "throughput", "remedy"),
+     {"time": "time_conf", "cost": "cost_conf", "shape": "shape_short", "batch": "batch_short",
       "where": "region"},
      "evidence, samples/s, P50s, provider"),
-    (("provenance", "throughput"),
-     {"time": "time_conf", "cost": "cost_conf", "shape": "shape_short", "where": "provider"},
+    (("provenance", "throughput", "remedy"),
+     {"time": "time_conf", "cost": "cost_conf", "shape": "shape_short", "batch": "batch_short",
+      "where": "provider"},
      "evidence, samples/s, P50s, region"),
 )
+# The remedy's word in the narrow batch column (accumulation shows as the x<steps>; its
+# cost, like the other hidden figures, is in --format json).
+SHORT_REMEDY = {"none": "", "accumulation": "", "checkpointing": " ckpt", "fsdp": " fsdp",
+                "fsdp+checkpointing": " fsdp+ckpt"}
 
 
 @app.command("recommend")
@@ -77,7 +87,8 @@ def recommend(
     epochs: float | None = typer.Option(None, help="epochs (default: the model card's)"),
     samples: int | None = typer.Option(None, help="samples per epoch (default: the card's)"),
     steps: int | None = typer.Option(
-        None, help="total optimizer steps instead of epochs (samples = steps x global batch)"),
+        None, help="optimizer steps of the global batch instead of epochs (samples = steps x "
+        "global batch, whatever the cluster)"),
     tokens: str | None = typer.Option(
         None, help="text models: tokens to train on instead of epochs: 20B, 1.5T, 500M"),
     seq_len: int | None = typer.Option(
@@ -88,8 +99,15 @@ def recommend(
     card: Path | None = typer.Option(
         None, "--card", help="plan for the model of this card file (`profiler card ... "
         "--out FILE`) instead of --model"),
+    global_batch: int | None = typer.Option(
+        None, help="samples per optimizer step (default: the model card's recipe)"),
+    batch_policy: str = typer.Option(
+        "fixed-global", help="fixed-global: keep the global batch, each cluster gets the "
+        "micro-batch and accumulation that fit; fixed-per-gpu: keep --batch-size per GPU, the "
+        "global batch grows with the GPUs (convergence changes)"),
     batch_per_gpu: int | None = typer.Option(
-        None, "--batch-size", help="per-GPU micro-batch, batch_per_gpu (default: the card's)"),
+        None, "--batch-size", help="per-GPU batch under fixed-per-gpu (default: the card's); "
+        "the largest micro-batch under fixed-global"),
     precision: str = typer.Option("fp32", help=" | ".join(PRECISIONS)),
     provider: list[str] | None = typer.Option(None, help="only these providers: gcp, aws"),
     region: list[str] | None = typer.Option(
@@ -149,7 +167,8 @@ def recommend(
         result = run(model, card=card, tokens=tokens, seq_len=seq_len, image_size=image_size,
                      deadline=deadline, budget=budget, confidence=confidence,
                      epochs=epochs, samples=samples, steps=steps, batch_per_gpu=batch_per_gpu,
-                     precision=precision, providers=provider or (), regions=region or (),
+                     global_batch=global_batch, batch_policy=batch_policy, precision=precision,
+                     providers=provider or (), regions=region or (),
                      gpus=gpu or (), max_nodes=max_nodes, artifact=artifact, catalog=catalog,
                      top=top, market=market, max_gpus=max_gpus)
     except AdvisorError as error:
@@ -223,6 +242,11 @@ def _table(rows, plans, work, as_of, format_duration) -> None:
         "region": row["region"], "shape_short": row["shape"],
         "instance_type": row["instance_type"], "shape": row["shape"], "market": row["market"],
         "throughput": f"{row['throughput']:,.0f}",
+        "batch": f"{row['micro_batch']}x{row['accumulation']}",
+        "batch_short": f"{row['micro_batch']}x{row['accumulation']}"
+                       + SHORT_REMEDY[row["remedy"]],
+        "remedy": row["remedy"] + (f" +{row['remedy_slowdown']:.0%}"
+                                   if row["remedy_slowdown"] >= 0.005 else ""),
         "time": f"{format_duration(row['time_p50_s'])}-{format_duration(row['time_p90_s'])}",
         "cost": f"{format_usd(row['cost_p50'])}-{format_usd(row['cost_p90'])}",
         "time_conf": format_duration(row["time_at_confidence_s"]),
@@ -231,9 +255,13 @@ def _table(rows, plans, work, as_of, format_duration) -> None:
         "provenance": row["provenance"],
     } for row in rows]
     headers = {**TABLE_COLUMNS, "time_conf": f"time@{at}", "cost_conf": f"cost@{at}",
-               "provider": "cloud", "region": "region", "shape_short": "GPUs x n"}
-    title = (f"{work.card or work.model}: {goal} at {at} confidence; "
-             f"{len(plans.ranked):,} of {len(plans.candidates):,} plans qualify")
+               "provider": "cloud", "region": "region", "shape_short": "GPUs x n",
+               "batch_short": "batch"}
+    batch = (f"global batch {work.global_batch:,}" if work.batch_policy == "fixed-global"
+             else f"{work.batch_per_gpu:,} per GPU")
+    title = (f"{work.card or work.model}: {goal} at {at} confidence; {batch} "
+             f"({work.batch_policy}); {len(plans.ranked):,} of {len(plans.candidates):,} "
+             "plans qualify")
     styles = ["bold green" if row["rank"] == 1 else None for row in rows]
     console = Console()
     for dropped, replaced, left_out in NARROW_LAYOUTS:
@@ -267,8 +295,8 @@ def cut_words(cut: dict) -> str:
     """A cut (advisor.reasons.Cut as a dict) as the phrase the table and --explain print."""
     reason = Reason(cut["reason"])
     if reason is Reason.MEMORY:
-        return (f"memory: needs {cut['need_gib']:.1f} GiB per GPU, {cut['gpu']} has "
-                f"{cut['gpu_memory_gb']:g} GB")
+        return (f"memory: needs {cut['need_mib']:,.0f} MiB per GPU at micro-batch 1, "
+                f"{cut['gpu']} has {cut['gpu_memory_mib']:,.0f} MiB")
     if reason is Reason.PRECISION:
         return f"precision: {cut['gpu']} has no bf16 (use amp there)"
     if reason in (Reason.MISSES_DEADLINE, Reason.OVER_BUDGET):

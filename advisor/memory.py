@@ -1,0 +1,133 @@
+"""GPU memory one data-parallel worker needs, in MiB (the unit the clouds and the driver report
+usable memory in), and the largest micro-batch that fits under each memory remedy.
+
+Per GPU: fp32 weights (the master copy, also under autocast), gradients, optimizer state,
+autocast's 16-bit weight copies, DDP's gradient buckets (a second copy of the gradients), the
+saved activations of the micro-batch plus the activation gradients live at the backward peak,
+the allocator's slack, cuDNN/cuBLAS workspaces and the CUDA context. Sharding (FSDP full
+shard / ZeRO-3) divides weights, gradients and optimizer state by the workers and keeps the
+few layers being gathered; activation checkpointing keeps each block's input and recomputes
+its inside. The constants are held against published batch sizes by
+tests/test_memory.py (datasets/published_batches.csv). numpy only: on the recommend path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuadvisor.vocab import HALF_PRECISIONS
+
+MIB = 2.0**20
+# Bytes of optimizer state per parameter (fp32): SGD keeps one momentum buffer, Adam(W) and
+# LAMB two moments.
+OPTIMIZER_STATE_BYTES = {"sgd": 4.0, "adamw": 8.0, "adam": 8.0, "lamb": 8.0}
+# The optimizer a card's task is trained with when the card does not say (the zoo's recipes).
+TASK_OPTIMIZER = {"image": "sgd", "text": "adamw"}
+# Autocast (amp, bf16) saves most activations for backward in 16 bits, and caches a 16-bit
+# copy of each weight for the step.
+HALF_ACTIVATION_FACTOR = 0.5
+CAST_WEIGHT_BYTES = 2.0
+# During backward the gradients of the activations being back-propagated live beside the
+# saved ones: a few of the largest layer outputs, about an eighth of the saved set.
+ACTIVATION_GRADIENT_PEAK = 0.12
+# Outside the tensors: the CUDA context with its kernels (what nvidia-smi shows before the
+# first allocation, 300-600 MiB), cuBLAS/cuDNN workspaces, and the caching allocator's
+# rounding and fragmentation (reserved over allocated).
+CUDA_CONTEXT_MIB = 512.0
+WORKSPACE_MIB = 128.0
+ALLOCATOR_MARGIN = 1.05
+# A block (residual block, transformer layer) holds about this many parameter tensors; the
+# card's tensor count then gives the blocks FSDP gathers and checkpointing recomputes.
+TENSORS_PER_BLOCK = 12.0
+DEFAULT_BLOCKS = 12.0
+# Checkpointing each block keeps its input (a tenth of what the block saves: one tensor of
+# the ~10-17 a transformer layer or bottleneck saves, Korthikanti et al. 2022) and, during
+# backward, one block recomputed in full; it runs each forward twice (forward ~1/3 of a step).
+CHECKPOINT_INPUT_SHARE = 0.1
+CHECKPOINT_COMPUTE_FACTOR = 4.0 / 3.0
+# FSDP holds the unit being computed, the prefetched next one and the gradients of one unit
+# before its reduce-scatter.
+FSDP_LIVE_UNITS = 3.0
+
+
+@dataclass(frozen=True)
+class Remedy:
+    name: str
+    checkpointing: bool = False
+    sharded: bool = False  # FSDP full shard / ZeRO-3 over every worker
+
+
+NONE = Remedy("none")
+REMEDIES = (NONE, Remedy("checkpointing", checkpointing=True), Remedy("fsdp", sharded=True),
+            Remedy("fsdp+checkpointing", checkpointing=True, sharded=True))
+
+
+@dataclass(frozen=True)
+class ModelMemory:
+    """What the estimate needs of a model card (activations at the input size trained at)."""
+
+    params: float
+    gradient_bytes: float
+    activation_bytes: float  # per sample, fp32, saved for backward
+    precision: str
+    optimizer: str
+    tensors: float | None = None
+
+    @property
+    def blocks(self) -> float:
+        if not self.tensors:
+            return DEFAULT_BLOCKS
+        return max(1.0, self.tensors / TENSORS_PER_BLOCK)
+
+    @property
+    def half(self) -> bool:
+        return self.precision in HALF_PRECISIONS
+
+
+def optimizer_for(task: str, optimizer: str | None = None) -> str:
+    """The card's optimizer, else its task's; ValueError naming the accepted ones."""
+    name = (optimizer or TASK_OPTIMIZER.get(task, "adamw")).lower()
+    if name not in OPTIMIZER_STATE_BYTES:
+        raise ValueError(f"unknown optimizer {name!r}; one of "
+                         f"{', '.join(OPTIMIZER_STATE_BYTES)}")
+    return name
+
+
+def state_mib(model: ModelMemory, remedy: Remedy, workers) -> np.ndarray:
+    """Weights, gradients, optimizer state and their copies per GPU (MiB), before the
+    allocator margin; an array over `workers` (the data-parallel world size)."""
+    workers = np.asarray(workers, dtype=float)
+    p = model.params
+    cast = CAST_WEIGHT_BYTES * p if model.half else 0.0
+    states = 4.0 * p + model.gradient_bytes + OPTIMIZER_STATE_BYTES[model.optimizer] * p
+    if remedy.sharded:
+        compute_weights = (2.0 if model.half else 4.0) * p
+        live = FSDP_LIVE_UNITS * compute_weights / model.blocks
+        total = states / np.maximum(workers, 1.0) + live
+    else:
+        total = np.full(workers.shape, states + model.gradient_bytes + cast)  # + DDP buckets
+    return total / MIB
+
+
+def sample_mib(model: ModelMemory, remedy: Remedy) -> float:
+    """Activation memory per sample of the micro-batch at the backward peak (MiB)."""
+    saved = model.activation_bytes * (HALF_ACTIVATION_FACTOR if model.half else 1.0)
+    if remedy.checkpointing:
+        saved *= CHECKPOINT_INPUT_SHARE + 1.0 / model.blocks
+    return saved * (1.0 + ACTIVATION_GRADIENT_PEAK) / MIB
+
+
+def need_mib(model: ModelMemory, remedy: Remedy, micro_batch, workers=1) -> np.ndarray:
+    """MiB one GPU needs to train `micro_batch` samples per micro-step."""
+    allocated = state_mib(model, remedy, workers) + np.asarray(micro_batch) * sample_mib(
+        model, remedy)
+    return CUDA_CONTEXT_MIB + WORKSPACE_MIB + ALLOCATOR_MARGIN * allocated
+
+
+def largest_micro_batch(model: ModelMemory, remedy: Remedy, usable_mib, workers=1) -> np.ndarray:
+    """The largest micro-batch that fits `usable_mib` per GPU (0: not even one sample)."""
+    room = (np.asarray(usable_mib, dtype=float) - CUDA_CONTEXT_MIB - WORKSPACE_MIB) / (
+        ALLOCATOR_MARGIN) - state_mib(model, remedy, workers)
+    return np.maximum(np.floor(room / sample_mib(model, remedy)), 0).astype(np.int64)

@@ -1,0 +1,58 @@
+"""What a data-parallel layout does to a step's work, as factors on the physics' terms: the
+micro-batch's compute (activation checkpointing runs each forward twice) and the bytes each
+worker moves per micro-step relative to DDP's ring all-reduce of the gradients, 2 (N-1)/N G.
+
+- DDP with gradient accumulation over `a` micro-steps all-reduces once per optimizer step: 1/a.
+- FSDP full shard (ZeRO-3) all-gathers the parameters in the compute dtype before forward and
+  again before backward, every micro-step, and reduce-scatters the gradients once per
+  optimizer step: (N-1)/N (2 W + G' / a) against 2 (N-1)/N G, with W the parameters' bytes in
+  the compute dtype and G' the gradients reduced in it (FSDP's mixed precision; DDP under
+  autocast reduces fp32 gradients).
+
+The layout travels in optional feature columns (`accumulation`, `checkpointing`, `sharded`);
+a feature dict without them (every measured trial) gets factors of one. numpy only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from advisor.memory import CHECKPOINT_COMPUTE_FACTOR
+from gpuadvisor.vocab import HALF_PRECISIONS
+
+LAYOUT_KEYS = ("accumulation", "checkpointing", "sharded")
+
+
+def _column(features: dict, key: str, default: float, n: int) -> np.ndarray:
+    if key not in features:
+        return np.full(n, default)
+    return np.nan_to_num(np.asarray(features[key], dtype=float), nan=default)
+
+
+def plain_layout(features: dict, n: int) -> np.ndarray:
+    """Rows trained as the measurements were: one micro-step per optimizer step, plain DDP."""
+    return ((_column(features, "accumulation", 1.0, n) <= 1)
+            & (_column(features, "checkpointing", 0.0, n) == 0)
+            & (_column(features, "sharded", 0.0, n) == 0))
+
+
+def compute_scale(features: dict, n: int) -> np.ndarray:
+    """Per-sample work relative to a plain step: 4/3 with activation checkpointing."""
+    recompute = _column(features, "checkpointing", 0.0, n) > 0
+    return np.where(recompute, CHECKPOINT_COMPUTE_FACTOR, 1.0)
+
+
+def communication_scale(features: dict, n: int) -> np.ndarray:
+    """Bytes moved per micro-step relative to one ring all-reduce of the fp32 gradients."""
+    accumulation = np.maximum(_column(features, "accumulation", 1.0, n), 1.0)
+    sharded = _column(features, "sharded", 0.0, n) > 0
+    if not sharded.any():
+        return 1.0 / accumulation
+    precision = np.asarray(features["precision"]).astype(str)
+    compute_bytes = np.where(np.isin(precision, HALF_PRECISIONS), 2.0, 4.0)
+    params = np.asarray(features["params"], dtype=float)
+    gradients = np.asarray(features["gradient_bytes"], dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fsdp = (2 * compute_bytes * params + gradients * compute_bytes / 4.0 / accumulation) / (
+            2 * gradients)
+    return np.where(sharded, np.nan_to_num(fsdp, nan=1.0), 1.0 / accumulation)

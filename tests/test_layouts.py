@@ -1,0 +1,98 @@
+"""Micro-batch, accumulation and memory remedies on the shipped catalog for models of tens of
+billions of parameters, and what each layout does to the physics' terms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from advisor import physics
+from advisor.candidates import Filters, enumerate_candidates
+from advisor.memory import CHECKPOINT_COMPUTE_FACTOR
+from advisor.reasons import Reason
+from advisor.sharding import communication_scale, compute_scale
+from advisor.workload import build_workload
+from cloud.catalog import load_catalog
+
+pytestmark = pytest.mark.filterwarnings("ignore::cloud.catalog.StaleCatalogWarning")
+
+
+def llm_card(name: str, params: float, layers: int, hidden: int, seq: int = 2048) -> dict:
+    """A Llama-shaped decoder card: 6 N FLOPs per token, and per layer s h (34 + 5 a s / h)
+    bytes of 16-bit activations (Korthikanti et al. 2022) without the attention scores
+    (memory-efficient attention), stored as fp32 bytes as the zoo's cards are."""
+    return {
+        "model": name, "family": "llama", "task": "text", "dataset": "web",
+        "samples_per_epoch": "1000000", "epochs": "1", "image_size": "", "seq_len": str(seq),
+        "batch_per_gpu": "1", "global_batch": "512", "params": str(params),
+        "gradient_bytes": str(4 * params), "flops_per_sample": str(6 * params * seq),
+        "activation_bytes_per_sample": str(2 * 34 * seq * hidden * layers),
+        "tensors": str(9 * layers + 2), "source": "test",
+    }
+
+
+CARDS = {"llm_8b": llm_card("llm_8b", 8.0e9, 32, 4096),
+         "llm_70b": llm_card("llm_70b", 70.6e9, 80, 8192)}
+
+
+@pytest.fixture(scope="module")
+def offerings():
+    return load_catalog().as_arrays()
+
+
+@pytest.mark.parametrize("model", ["llm_8b", "llm_70b"])
+def test_tens_of_billions_of_parameters_fit_only_sharded_and_within_memory(offerings, model):
+    work = build_workload(CARDS, model, precision="bf16")
+    cands = enumerate_candidates(offerings, work, Filters(gpus=["H100", "A100-80GB"]))
+    assert len(cands)
+    assert (cands["need_mib"] <= cands["gpu_memory_mib"]).all()
+    assert set(cands["remedy"]) <= {"fsdp", "fsdp+checkpointing"}  # replicas never fit
+    workers = cands["nodes"] * cands["gpus_per_node"]
+    share = cands["micro_batch"] * cands["accumulation"]
+    assert (share * workers == cands["global_batch"]).all()
+    # The nearest layout: within half an accumulation step's samples of 512 / workers each.
+    assert (np.abs(share - 512 / workers) <= cands["accumulation"] / 2).all()
+    memory = {cut.gpu for cut in cands.dropped if cut.reason is Reason.MEMORY}
+    assert memory  # the clusters too small to hold the states are cut, and said so
+    if model == "llm_70b":  # 70B needs several nodes of 80 GB GPUs even sharded
+        assert workers.min() >= 16
+
+
+def test_accumulation_divides_ddp_traffic_and_fsdp_moves_the_parameters_twice():
+    features = {"precision": np.array(["fp32", "bf16", "fp32", "fp32"]),
+                "params": np.full(4, 1e9), "gradient_bytes": np.full(4, 4e9),
+                "accumulation": np.array([4, 1, 1, 2]), "sharded": np.array([0, 1, 1, 1]),
+                "checkpointing": np.array([0, 1, 0, 0])}
+    np.testing.assert_allclose(communication_scale(features, 4), [0.25, 0.75, 1.5, 1.25])
+    np.testing.assert_allclose(compute_scale(features, 4),
+                               [1, CHECKPOINT_COMPUTE_FACTOR, 1, 1])
+
+
+def test_a_plain_layout_leaves_the_physics_unchanged_and_checkpointing_costs_a_third():
+    work = build_workload(CARDS, "llm_8b", precision="bf16")
+    cands = enumerate_candidates(load_catalog().as_arrays(), work, Filters(gpus=["H100"]))
+    features = cands.features(work)
+    plain = {k: v for k, v in features.items() if k not in ("accumulation", "checkpointing",
+                                                             "sharded")}
+    flat = dict(plain, accumulation=np.ones(len(cands)), checkpointing=np.zeros(len(cands)),
+                sharded=np.zeros(len(cands)))
+    np.testing.assert_array_equal(physics.design_matrix(plain), physics.design_matrix(flat))
+    recompute = dict(flat, checkpointing=np.ones(len(cands)))
+    ratio = physics.design_matrix(recompute)[:, 1] / physics.design_matrix(flat)[:, 1]
+    np.testing.assert_allclose(ratio, CHECKPOINT_COMPUTE_FACTOR)
+
+
+def test_a_measurement_of_plain_ddp_does_not_answer_for_another_layout():
+    from advisor.artifact import load_artifact
+    from advisor.features import configuration_features, model_features
+
+    configs = {"model": np.array(["resnet50"] * 2), "gpu": np.array(["A100-80GB"] * 2),
+               "provider": np.array(["aws"] * 2), "sync": np.array(["allreduce"] * 2),
+               "ps_count": np.zeros(2), "precision": np.array(["amp"] * 2),
+               "nodes": np.ones(2), "gpus_per_node": np.full(2, 8),
+               "batch_per_gpu": np.full(2, 256),
+               "spot": np.zeros(2, bool), "network_gbps": np.full(2, 400.0),
+               "accumulation": np.array([1, 2])}
+    features = configuration_features(configs, model_features())
+    prediction = load_artifact().predict("throughput", features)
+    assert prediction.provenance.tolist() == ["measured", "interpolated"]

@@ -1,0 +1,110 @@
+"""The memory estimate (advisor/memory.py) against published per-GPU batch sizes
+(datasets/published_batches.csv), and each remedy's effect."""
+
+import csv
+
+import numpy as np
+import pytest
+
+from advisor import memory
+from advisor.memory import NONE, REMEDIES, ModelMemory, largest_micro_batch, need_mib
+from cloud.gpus import gpu_spec
+from gpuadvisor import data
+from gpuadvisor.cards import load_cards
+
+REMEDY = {r.name: r for r in REMEDIES}
+
+
+def published():
+    with open(data.find("published_batches.csv"), newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def model_memory(card, precision, optimizer, scale=1.0):
+    return ModelMemory(float(card["params"]), float(card["gradient_bytes"]),
+                       float(card["activation_bytes_per_sample"]) * scale, precision, optimizer,
+                       float(card["tensors"]))
+
+
+def input_scale(row, card):
+    if row["seq_len"]:
+        return float(row["seq_len"]) / float(card["seq_len"])
+    return (float(row["image_size"]) / float(card["image_size"])) ** 2
+
+
+@pytest.mark.parametrize("row", published(), ids=lambda r: "-".join(
+    (r["model"], r["gpu"], r["precision"], r["seq_len"] or r["image_size"])))
+def test_published_batches_fit_and_the_tuned_ones_sit_near_the_estimated_maximum(row):
+    card = load_cards()[row["model"]]
+    model = model_memory(card, row["precision"], row["optimizer"], input_scale(row, card))
+    largest = int(largest_micro_batch(model, NONE, gpu_spec(row["gpu"]).memory_mib))
+    batch = int(row["batch_per_gpu"])
+    assert largest >= batch, f"the published batch {batch} does not fit (largest {largest})"
+    if row["at_limit"] == "true":  # tuned to fill the GPU: the estimate may not allow much more
+        assert largest <= 1.5 * batch
+
+
+def test_the_issue_case_resnet50_fp32_256_does_not_fit_a_24gb_card():
+    card = load_cards()["resnet50"]
+    model = model_memory(card, "fp32", "sgd")
+    assert need_mib(model, NONE, 256) > gpu_spec("L4").memory_mib
+    assert largest_micro_batch(model, NONE, gpu_spec("L4").memory_mib) < 256
+
+
+def test_half_precision_and_adam_cost_what_they_should():
+    base = ModelMemory(1e9, 4e9, 0.0, "fp32", "sgd")
+    adam = ModelMemory(1e9, 4e9, 0.0, "fp32", "adamw")
+    amp = ModelMemory(1e9, 4e9, 0.0, "amp", "adamw")
+    fixed = memory.CUDA_CONTEXT_MIB + memory.WORKSPACE_MIB
+    # weights 4 + gradients 4 + DDP buckets 4 + momentum 4 bytes per parameter
+    assert float(need_mib(base, NONE, 0)) == pytest.approx(
+        fixed + memory.ALLOCATOR_MARGIN * 16e9 / memory.MIB)
+    assert float(need_mib(adam, NONE, 0) - need_mib(base, NONE, 0)) == pytest.approx(
+        memory.ALLOCATOR_MARGIN * 4e9 / memory.MIB)
+    assert float(need_mib(amp, NONE, 0) - need_mib(adam, NONE, 0)) == pytest.approx(
+        memory.ALLOCATOR_MARGIN * 2e9 / memory.MIB)  # autocast's 16-bit weight copies
+
+
+def test_checkpointing_lets_a_larger_micro_batch_fit():
+    card = load_cards()["gpt2"]
+    model = model_memory(card, "fp32", "adamw")
+    usable = gpu_spec("T4").memory_mib
+    plain = int(largest_micro_batch(model, NONE, usable))
+    kept = int(largest_micro_batch(model, REMEDY["checkpointing"], usable))
+    assert kept >= 3 * max(plain, 1)
+
+
+def test_sharding_divides_the_model_states_over_the_workers():
+    model = ModelMemory(70e9, 280e9, 1e8, "bf16", "adamw", tensors=723)
+    usable = np.full(3, gpu_spec("H100").memory_mib)
+    workers = np.array([1, 8, 64])
+    assert (largest_micro_batch(model, NONE, usable, workers) == 0).all()
+    sharded = largest_micro_batch(model, REMEDY["fsdp"], usable, workers)
+    assert sharded[0] == 0 and sharded[1] == 0 and sharded[2] >= 1
+    eight_b = ModelMemory(8e9, 32e9, 1e8, "bf16", "adamw", tensors=291)
+    assert int(largest_micro_batch(eight_b, NONE, usable[0])) == 0
+    assert int(largest_micro_batch(eight_b, REMEDY["fsdp"], usable[0], 8)) >= 1
+
+
+def test_an_unknown_optimizer_names_the_known_ones():
+    with pytest.raises(ValueError, match="adamw"):
+        memory.optimizer_for("text", "adafactor")
+
+
+def shipped_measurements():
+    """Zoo-model rows of datasets/published_throughput.csv that state their per-GPU batch."""
+    cards = load_cards()
+    with open(data.find("published_throughput.csv"), newline="") as handle:
+        return [r for r in csv.DictReader(handle) if r["model"] in cards and r["batch_per_gpu"]]
+
+
+@pytest.mark.parametrize("row", shipped_measurements(), ids=lambda r: "-".join(
+    (r["model"], r["gpu"], r["precision"], r["batch_per_gpu"], r["seq_len"] or r["image_size"])))
+def test_every_shipped_measurement_ran_at_a_batch_the_estimate_fits(row):
+    card = load_cards()[row["model"]]
+    model = model_memory(card, row["precision"], memory.optimizer_for(card["task"]),
+                         input_scale(row, card))
+    # The file names 32 GB V100s (DGX-1 32G, DGX-2) `V100` as its throughput fit groups them;
+    # memory is what they differ in.
+    gpu = "V100-32GB" if "32G" in row["gpu_as_published"] else row["gpu"]
+    assert float(need_mib(model, NONE, int(row["batch_per_gpu"]))) <= gpu_spec(gpu).memory_mib
