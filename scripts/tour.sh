@@ -3,6 +3,7 @@
 # the cards, and prints each as the README shows it: "$ command", the output, "(exit N)" when
 # it fails. After a change to the model or the data, run it and paste the blocks it prints.
 #   bash scripts/tour.sh                  # uses .venv/bin; TOUR_BIN=DIR to use another
+#   TOUR_BIN=/other/.venv/bin PYTHONPATH=$PWD bash scripts/tour.sh   # this checkout, another venv
 # Tables come out at 140 columns; user data (own cards) goes to a temporary GPUADVISOR_HOME,
 # and docs/frontier.png is regenerated.
 set -uo pipefail
