@@ -232,8 +232,10 @@ class Artifact:
         raise ArtifactError(f"no lifetime model for {provider} spot nodes; refit with a prior")
 
 
+# What makes two rows the same configuration; the work per sample tells apart the input sizes
+# a model was measured at (BERT-Large at 128 and at 384 tokens are different measurements).
 CONFIG_COLUMNS = ("model", "gpu", "precision", "sync", "nodes", "gpus_per_node",
-                  "batch_per_gpu", "ps_count")
+                  "batch_per_gpu", "ps_count", "flops_per_sample")
 
 
 def config_keys(features: dict) -> np.ndarray:
