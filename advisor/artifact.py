@@ -130,6 +130,10 @@ class Artifact:
                               np.where(interpolated, "interpolated", "extrapolated"))
         lo, hi = _interval(spec["calibration"], value, provenance)
         lo, hi = _widen_where_novel(spec, features, provenance, value, lo, hi)
+        # Nothing runs faster than its GPUs' peak: a physical bound on any interval.
+        bound = physics.peak_throughput(features)
+        value, hi = np.minimum(value, bound), np.minimum(hi, bound)
+        lo = np.minimum(lo, value)
         if is_measured.any():  # a measured configuration answers with its measurements
             rows = np.array([measured.get(k, [np.nan] * 3) for k in keys], dtype=float)[inverse]
             rows = rows[is_measured]
