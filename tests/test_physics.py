@@ -205,3 +205,20 @@ def test_peak_throughput_is_the_datasheet_peak_of_the_fastest_unit():
     recomputing = {**config(), "checkpointing": np.array([1.0])}
     assert physics.peak_throughput(recomputing)[0] == pytest.approx(
         physics.peak_throughput(config())[0] / 4 * 3)
+
+
+def test_small_micro_batches_are_launch_bound_not_priced_at_large_batch_efficiency():
+    cards = model_features()
+    rows = [candidate(gpu="A100-80GB", precision="amp", batch_per_gpu=b, **{
+        k: cards["resnet50"][k] for k in ("params", "flops_per_sample", "gradient_bytes",
+                                           "activation_bytes", "tensors")})
+        for b in (1, 2, 256)]
+    features = to_arrays(rows)
+    per_sample = physics.step_time(features) / features["batch_per_gpu"]
+    # Each micro-step pays its kernel launches (per tensor) and fixed cost whatever its batch:
+    # micro-batches of 1-2 run at a small fraction of the large batch's rate ...
+    assert np.all(per_sample[:2] > 4 * per_sample[2])
+    # ... and accumulating them into a large optimizer step does not buy that rate back.
+    accumulated = {**features, "accumulation": np.array([128.0, 128.0, 1.0])}
+    per_sample_acc = physics.step_time(accumulated) / features["batch_per_gpu"]
+    assert np.all(per_sample_acc[:2] > 4 * per_sample_acc[2])
