@@ -26,7 +26,9 @@ from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2  # 2: overhead priors by provider with sources, lifetime figure fits
+# 2: overhead priors by provider with sources, lifetime figure fits; 3: interval growth with
+# distance (`doubling`) bounded by the physics `ceiling`
+SCHEMA_VERSION = 3
 TARGETS = ("throughput", "startup_s", "checkpoint_s", "recovery_s")
 PROVENANCE = ("measured", "interpolated", "extrapolated")  # from best to worst evidence
 PREEMPTIBLE_CAP_S = 24 * 3600.0  # GCP stops a legacy preemptible VM after 24 h
@@ -128,6 +130,10 @@ class Artifact:
                               np.where(interpolated, "interpolated", "extrapolated"))
         lo, hi = _interval(spec["calibration"], value, provenance)
         lo, hi = _widen_where_novel(spec, features, provenance, value, lo, hi)
+        # Nothing runs faster than its GPUs' peak: a physical bound on any interval.
+        bound = physics.peak_throughput(features)
+        value, hi = np.minimum(value, bound), np.minimum(hi, bound)
+        lo = np.minimum(lo, value)
         if is_measured.any():  # a measured configuration answers with its measurements
             rows = np.array([measured.get(k, [np.nan] * 3) for k in keys], dtype=float)[inverse]
             rows = rows[is_measured]
@@ -298,9 +304,11 @@ def range_axis(features: dict, axis: str) -> np.ndarray:
 def _widen_where_novel(spec: dict, features: dict, provenance: np.ndarray, value, lo, hi):
     """Extrapolated intervals on axes the training data never covered (a model, a GPU, a
     cluster or model size outside the trained range): the held-out spread of each such axis,
-    combined in quadrature, never narrower than the plain extrapolated spread. A range axis's
-    spread grows with the log distance beyond the trained range, relative to the distance it
-    was calibrated at."""
+    combined in quadrature, never narrower than the plain extrapolated spread. A range
+    axis's spread grows as sqrt(1 + d / doubling) with its log distance d beyond the trained
+    range (calibrate's measured growth), up to the `ceiling` (the physics priors' own error:
+    what is left when the fitted terms know nothing of a configuration) or its own
+    calibrated spread, whichever is wider: however far out, an interval is bounded."""
     calibration, seen = spec["calibration"], spec["seen"]["model_gpu"]
     novel = calibration.get("novel")
     extrapolated = provenance == "extrapolated"
@@ -309,22 +317,26 @@ def _widen_where_novel(spec: dict, features: dict, provenance: np.ndarray, value
     pairs = [key.split("|", 1) for key in seen]
     unseen = {"model": ~physics.is_in(features, "model", sorted({m for m, _ in pairs})),
               "gpu": ~physics.is_in(features, "gpu", sorted({g for _, g in pairs}))}
-    scale = {"model": 1.0, "gpu": 1.0}
+    growth = {"model": 1.0, "gpu": 1.0}
     for axis, (low, high) in calibration.get("range", {}).items():
         values = range_axis(features, axis)
         distance = np.log(np.maximum(values / high, low / values))
         unseen[axis] = distance > 0
-        scale[axis] = np.maximum(1.0, distance / calibration["log_distance"][axis])
+        doubling = calibration["doubling"].get(axis)
+        growth[axis] = 1.0 if doubling is None else np.sqrt(1 + np.maximum(distance, 0) / doubling)
     below, above = np.zeros(len(value)), np.zeros(len(value))
     for axis, (q_lo, q_hi) in novel.items():
         new = unseen.get(axis, False) & extrapolated
-        below += np.where(new, (min(q_lo, 0.0) * scale.get(axis, 1.0)) ** 2, 0.0)
-        above += np.where(new, (max(q_hi, 0.0) * scale.get(axis, 1.0)) ** 2, 0.0)
+        spreads = []
+        for q, ceiling in ((-q_lo, -calibration["ceiling"][0]), (q_hi, calibration["ceiling"][1])):
+            q = max(q, 0.0)
+            spreads.append(np.minimum(q * growth.get(axis, 1.0), max(q, ceiling)))
+        below += np.where(new, spreads[0] ** 2, 0.0)
+        above += np.where(new, spreads[1] ** 2, 0.0)
     base_lo, base_hi = calibration["extrapolated"]
-    wider = extrapolated & ((below > base_lo ** 2) | (above > base_hi ** 2))
     lo, hi = lo.copy(), hi.copy()
-    lo[wider] = value[wider] * np.exp(-np.sqrt(np.maximum(below, base_lo ** 2)))[wider]
-    hi[wider] = value[wider] * np.exp(np.sqrt(np.maximum(above, base_hi ** 2)))[wider]
+    lo[extrapolated] = (value * np.exp(-np.sqrt(np.maximum(below, base_lo ** 2))))[extrapolated]
+    hi[extrapolated] = (value * np.exp(np.sqrt(np.maximum(above, base_hi ** 2))))[extrapolated]
     return lo, hi
 
 

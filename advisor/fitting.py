@@ -43,6 +43,9 @@ TUNED_PRIORS = {"ps_server_tensor": (1e-5, 3e-5, 1e-4, 3e-4, 1e-3),
 # interval spread (calibrate): a model or a GPU never seen, a cluster size or a model size
 # beyond the trained range (RANGE_AXES).
 NOVEL_AXES = ("model", "gpu", *RANGE_AXES)
+# Cuts a range axis is held out at (calibrate): its growth with distance is measured, not
+# assumed.
+RANGE_CUTS = 4
 CORRECTION_INPUTS = ("log_flops", "log_batch", "log_peak", "log_workers", "log_intensity")
 MISCOVERAGE = 1 - PREDICTION_INTERVAL_LEVEL
 SEED = 0
@@ -71,13 +74,15 @@ def source_family(source: str) -> str:
 
 
 def throughput_data(store, include_published: bool = True, exclude_software=(),
-                    by_source: bool = False):
+                    by_source: bool = False, by_software: bool = False):
     """(features, throughput, measured [value, lo, hi] per config, skip reasons), one row per
     distinct configuration (repeats are reduced to their median). Trials whose recorded
     software (container, framework, versions) contains any of `exclude_software` are left out:
     software is a real variable the features do not carry, so superseded releases can be
     set aside rather than read as slower GPUs. `by_source`: one row per configuration and
-    source family, named in features["source"] (never fitted: evaluation folds use it)."""
+    source family, named in features["source"] (never fitted: evaluation folds use it);
+    `by_software`: one row per configuration and software stack (`software_label`), named
+    in features["software"] (software_spread reads it)."""
     import pandas as pd
 
     sql = "SELECT * FROM trials WHERE status = 'finished' AND throughput > 0"
@@ -93,10 +98,12 @@ def throughput_data(store, include_published: bool = True, exclude_software=(),
             sum(superseded)
     if not kept:
         return features, np.array([]), {}, skipped
-    sources = np.array([source_family(t["source"]) for t in kept], dtype=str)
+    sources = np.array([software_label(t) if by_software else source_family(t["source"])
+                        for t in kept], dtype=str)
     keys = config_keys(features)
+    grouped_by = by_source or by_software
     frame = pd.DataFrame({
-        "key": np.char.add(np.char.add(keys, "|"), sources) if by_source else keys,
+        "key": np.char.add(np.char.add(keys, "|"), sources) if grouped_by else keys,
         "throughput": [t["throughput"] for t in kept],
         "lo": [t["throughput_lo"] or t["throughput"] for t in kept],
         "hi": [t["throughput_hi"] or t["throughput"] for t in kept],
@@ -106,10 +113,39 @@ def throughput_data(store, include_published: bool = True, exclude_software=(),
         throughput=("throughput", "median"), lo=("lo", "min"), hi=("hi", "max"), row=("row", "min"))
     measured = {key: [float(r.throughput), float(r.lo), float(r.hi)]
                 for key, r in grouped.iterrows()}
-    if by_source:
-        features = {**features, "source": sources}
+    if grouped_by:
+        features = {**features, "software" if by_software else "source": sources}
     return take(features, grouped["row"].to_numpy()), grouped["throughput"].to_numpy(), \
         measured, skipped
+
+
+def software_label(trial: dict) -> str:
+    """The software stack a figure was measured with: its source and recorded versions
+    (container, framework), so that two releases of one benchmark are two stacks."""
+    return f"{trial['source']} {json.dumps(trial['software'], sort_keys=True)}"
+
+
+def software_spread(features: dict, throughput: np.ndarray) -> tuple[list[float] | None, int]:
+    """(conformal quantiles of log(one stack's figure / the median of the other stacks'
+    figures of the same configuration), how many such figures), from `throughput_data(...,
+    by_software=True)`: how far a measurement taken with one software stack (container,
+    channels-last, DALI or synthetic input) is from the same configuration measured with
+    another. This random effect of the stack is what the `measured` interval must hold;
+    None with fewer than 10 figures."""
+    # The work per sample tells input sizes apart (BERT at 128 or 384 tokens): the same
+    # configuration is the same workload too.
+    work = np.char.mod("%.4g", np.asarray(features["flops_per_sample"], float))
+    keys = np.char.add(config_keys(features), work)
+    deviations = []
+    for key in np.unique(keys):
+        values = np.log(throughput[keys == key])
+        if len(values) < 2:
+            continue
+        for i, value in enumerate(values):
+            deviations.append(value - np.median(np.delete(values, i)))
+    if len(deviations) < 10:
+        return None, len(deviations)
+    return conformal(np.array(deviations)), len(deviations)
 
 
 def fit_throughput_core(features: dict, throughput: np.ndarray,
@@ -194,15 +230,17 @@ def tuned_priors(features: dict, throughput: np.ndarray) -> tuple[dict, dict]:
     return priors, how
 
 
-def fit_throughput(features: dict, throughput: np.ndarray, measured: dict) -> dict:
+def fit_throughput(features: dict, throughput: np.ndarray, measured: dict,
+                   stacks: tuple[list[float] | None, int] = (None, 0)) -> dict:
     """The artifact's `throughput` section: core fit, seen configurations, calibration.
-    Hyperparameters are chosen on `features` alone, so a held-out fold never informs them."""
+    Hyperparameters are chosen on `features` alone, so a held-out fold never informs them.
+    `stacks`: software_spread of the same data, the `measured` spread where it has one."""
     priors, chosen_by = tuned_priors(features, throughput)
     spec = fit_throughput_core(features, throughput, priors) if len(throughput) else {
         "coefficients": dict(physics.PRIOR), "correction": fit_correction(features, np.array([]))}
     spec["priors"] = {"values": priors, "chosen_by": chosen_by}
     spec["seen"] = {"configs": measured, "model_gpu": seen_ranges(features)}
-    spec["calibration"] = calibrate(features, throughput, priors)
+    spec["calibration"] = calibrate(features, throughput, priors, stacks)
     return spec
 
 
@@ -238,24 +276,33 @@ def out_of_fold(features: dict, throughput: np.ndarray, splitter, groups=None,
     return residual
 
 
-def calibrate(features: dict, throughput: np.ndarray,
-              priors: dict | None = None) -> dict:
+def calibrate(features: dict, throughput: np.ndarray, priors: dict | None = None,
+              stacks: tuple[list[float] | None, int] = (None, 0)) -> dict:
     """Split-conformal log-residual quantiles from fits that never saw the rows they predict
     (under the hyperparameters chosen on the same data): random folds for interpolation,
-    whole models held out for extrapolation, and under `novel` one spread per axis the
-    training data may not cover, each held out in turn; `Artifact.predict` widens an
-    extrapolated interval by the axes on which it is new, the range axes by how far beyond
-    `range` it lies relative to the `log_distance` they were calibrated at."""
+    whole models held out for extrapolation, `measured` the disagreement between software
+    stacks that measured one configuration (`stacks`, software_spread; else the stated
+    spread, `measured_from` says which), and under `novel` one spread per axis the
+    training data may not cover, each held out in turn. A range axis's spread grows with the
+    log distance d beyond `range` as sqrt(1 + d / `doubling`[axis]) (`range_growth`), up to
+    `ceiling`, the spread of the physics priors alone (`physics_ceiling`); `Artifact.predict`
+    combines the axes on which a configuration is new."""
     from sklearn.model_selection import KFold
 
     out: dict[str, Any] = {name: [-s, s] for name, s in DEFAULT_SPREAD.items()}
     novel: dict[str, list[float]] = {}
-    distance: dict[str, float] = {}
+    doubling: dict[str, float | None] = {}
     n = len(throughput)
+    spread, figures = stacks
+    out["measured_from"] = f"stated (+-{DEFAULT_SPREAD['measured']:.2f} in log)"
+    if spread is not None:
+        out["measured"] = [min(spread[0], 0.0), max(spread[1], 0.0)]
+        out["measured_from"] = (f"software stacks: {figures} figures against other stacks' "
+                                "figures of the same configuration")
     if n >= 10:
         folds = KFold(n_splits=5, shuffle=True, random_state=SEED)
         out["interpolated"] = conformal(out_of_fold(features, throughput, folds, priors=priors))
-        novel, distance = novel_spreads(features, throughput, priors)
+        novel, doubling = novel_spreads(features, throughput, priors)
         out["extrapolated"] = novel.get("model", out["extrapolated"])
     # Less evidence never gets a narrower interval.
     for weaker, stronger in (("interpolated", "measured"), ("extrapolated", "interpolated")):
@@ -268,24 +315,51 @@ def calibrate(features: dict, throughput: np.ndarray,
     low, high = out["interpolated"]
     out["novel"] = {axis: [min(q[0], low), max(q[1], high)]
                     for axis in NOVEL_AXES for q in [novel.get(axis, unknown)]}
-    # A stated spread holds for one doubling beyond the range.
-    out["log_distance"] = {axis: distance.get(axis, math.log(2)) for axis in RANGE_AXES}
+    # Without held-out evidence of growth, a stated one: the variance doubles per doubling.
+    out["doubling"] = {axis: doubling.get(axis, math.log(2)) for axis in RANGE_AXES}
     out["range"] = {axis: [float(v.min()), float(v.max())] for axis in RANGE_AXES
                     for v in [range_axis(features, axis)] if n}
+    out["ceiling"] = physics_ceiling(features, throughput, priors, unknown)
     return out
 
 
+def physics_ceiling(features: dict, throughput: np.ndarray, priors: dict | None,
+                    unknown: list[float]) -> list[float]:
+    """Conformal quantiles of log(measured / physics at its priors) over the training rows.
+    Far outside the training data the fitted terms say nothing new (the correction is
+    clipped to its trained range), so an interval there is bounded by the error of the
+    physics structure itself, which no row was fitted to. Fewer than 10 rows: `unknown`."""
+    if len(throughput) < 10:
+        return unknown
+    prior = physics.cluster_throughput(features, physics.step_time(features, priors))
+    return conformal(np.log(throughput / prior))
+
+
+def range_growth(residual: np.ndarray, distance: np.ndarray) -> float | None:
+    """The log distance at which the held-out error variance has doubled, under the stated
+    form E[r^2] = s0^2 (1 + d / doubling) (errors that accumulate like a random walk in
+    log size): least squares of r^2 on d. None where the error does not grow with d."""
+    ok = np.isfinite(residual)
+    if ok.sum() < 3 or np.ptp(distance[ok]) <= 0:
+        return None
+    slope, intercept = np.polyfit(distance[ok], residual[ok] ** 2, 1)
+    if slope <= 0:
+        return None
+    return float(max(intercept, 1e-6) / slope)
+
+
 def novel_spreads(features: dict, throughput: np.ndarray,
-                  priors: dict | None) -> tuple[dict[str, list[float]], dict[str, float]]:
+                  priors: dict | None) -> tuple[dict[str, list[float]], dict[str, float | None]]:
     """({axis: conformal quantiles of rows predicted without that axis value}, {range axis:
-    median log ratio of held-out to largest training value}). Models need 3 or more (the
-    stated requirement of the extrapolated spread before), GPUs and range values 2; a range
-    axis trains on the smaller half of its values and predicts the rest, as `--split nodes`
-    does for cluster sizes."""
+    its `range_growth`}). Models need 3 or more (the stated requirement of the extrapolated
+    spread before), GPUs and range values 2. A range axis trains on its values up to a cut
+    and predicts the rest, for up to RANGE_CUTS cuts from the median value up, so that its
+    held-out errors span several distances; its quantiles are of the residuals scaled back
+    to distance 0 by the growth form (normalised conformal scores)."""
     from sklearn.model_selection import LeaveOneGroupOut, PredefinedSplit
 
     spreads: dict[str, list[float]] = {}
-    distance: dict[str, float] = {}
+    growth: dict[str, float | None] = {}
     for axis, least in (("model", 3), ("gpu", 2)):
         labels = np.asarray(features[axis])
         if len(np.unique(labels)) >= least:
@@ -296,12 +370,20 @@ def novel_spreads(features: dict, throughput: np.ndarray,
         sizes = np.unique(values)
         if len(sizes) < 2:
             continue
-        cut = sizes[(len(sizes) - 1) // 2]
-        larger = values > cut
-        spreads[axis] = conformal(out_of_fold(
-            features, throughput, PredefinedSplit(np.where(larger, 0, -1)), priors=priors))
-        distance[axis] = float(np.median(np.log(values[larger] / cut)))
-    return spreads, distance
+        cuts = np.unique(sizes[np.linspace((len(sizes) - 1) // 2, len(sizes) - 2,
+                                           RANGE_CUTS).round().astype(int)])
+        residual, distance = [], []
+        for cut in cuts:
+            larger = values > cut
+            r = out_of_fold(features, throughput, PredefinedSplit(np.where(larger, 0, -1)),
+                            priors=priors)
+            residual.append(r[larger])
+            distance.append(np.log(values[larger] / cut))
+        residual, distance = np.concatenate(residual), np.concatenate(distance)
+        growth[axis] = range_growth(residual, distance)
+        scale = 1.0 if growth[axis] is None else np.sqrt(1 + distance / growth[axis])
+        spreads[axis] = conformal(residual / scale)
+    return spreads, growth
 
 
 def conformal(residual: np.ndarray, miscoverage: float = MISCOVERAGE) -> list[float]:
@@ -405,6 +487,8 @@ def fit_store(path: str | Path, include_published: bool = True,
     with Store(path, readonly=True) as store:
         features, throughput, measured, skipped = throughput_data(store, include_published,
                                                                   exclude_software)
+        stacks = software_spread(*throughput_data(store, include_published, exclude_software,
+                                                  by_software=True)[:2])
         overheads = overhead_rows(store)
         checkpoints = [r for r in store.rows("checkpoints")
                        if include_published or r["source"] != "published"]
@@ -444,7 +528,7 @@ def fit_store(path: str | Path, include_published: bool = True,
         },
         "features": list(physics.TERMS),
         "interval_level": PREDICTION_INTERVAL_LEVEL,
-        "throughput": fit_throughput(features, throughput, measured),
+        "throughput": fit_throughput(features, throughput, measured, stacks),
         "startup_s": {"vm_s": grouped["vm_s"], "first_step_s": grouped["first_step_s"]},
         "checkpoint_s": fit_checkpoint(checkpoints),
         "recovery_s": grouped["recovery_s"],

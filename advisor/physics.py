@@ -338,6 +338,21 @@ def effective_peak_tflops(features: dict) -> np.ndarray:
         return np.where(total > 0, total / seconds, fp32_peak)
 
 
+def peak_throughput(features: dict) -> np.ndarray:
+    """Samples/s of the cluster if every FLOP ran at the datasheet peak of the fastest unit
+    the precision may use (tensor cores, TF32 on GPUs that have it for the 32-bit ones):
+    model FLOPs utilisation 100%, which no configuration reaches, so no prediction and no
+    interval may pass it."""
+    half = is_in(features, "precision", HALF_PRECISIONS)
+    tf32 = gpu_flag(features, "gpu_tf32")
+    tensor = _arr(features, "gpu_tensor_tflops") * np.where(half, 1.0, np.where(tf32, 0.5, 0.0))
+    peak = np.maximum(_arr(features, "gpu_fp32_tflops"), tensor) * 1e12
+    work = _arr(features, "flops_per_sample") * compute_scale(features, len(peak))
+    workers = _arr(features, "nodes") * _arr(features, "gpus_per_node")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(work > 0, workers * peak / work, np.inf)
+
+
 def correction_inputs(features: dict) -> dict[str, np.ndarray]:
     """Transferable log-scale descriptors the learned correction may use."""
     peak = effective_peak_tflops(features)

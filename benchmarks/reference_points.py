@@ -5,6 +5,13 @@ clock the GPU holds under its power limit), and NVIDIA's figure where
 datasets/published_throughput.csv holds that exact configuration (those rows are in the
 artifact's training data: `measured`).
 
+Then LLM pre-training plans, made by `advisor.recommend` itself (micro-batch, accumulation,
+FSDP and checkpointing as it chooses them; the fastest instance of the shape), beside the
+model FLOPs utilisation (MFU: model FLOPs per second over the GPUs' datasheet dense peak,
+PaLM's definition) that large training runs reported. These figures are evaluation only: no
+row of them is in datasets/, nothing was fitted or tuned to them, and none is of the exact
+model and cluster predicted, so read them as a sanity range, not as an error.
+
     .venv/bin/python benchmarks/reference_points.py
 """
 
@@ -58,6 +65,63 @@ def published() -> dict[tuple, float]:
     return {key: float(np.median(values)) for key, values in out.items()}
 
 
+# (model, GPU, GPUs, the published figure it sits beside, that figure's MFU)
+LLM_POINTS = [
+    ("llama_8b", "H100-80GB", 8, "Llama 3 405B, 8K-16K H100, seq 8192: 380-430 TFLOP/s a GPU "
+     "(Dubey et al. 2024, arXiv:2407.21783, Table 4)", "38-43%"),
+    ("llama_70b", "H100-80GB", 64, "the same", "38-43%"),
+    ("llama_8b", "H100-80GB", 8, "Llama 3.1 8B: 1.46M H100 GPU-hours for 15T tokens, seq "
+     "8192 (HF model card; whole campaign, so a floor)",
+     f"{6 * 8.03e9 * 15e12 / (1.46e6 * 3600) / 989e12:.0%}"),
+    ("llama_8b", "A100-80GB", 8, "Llama 2 7B: 184,320 A100-80GB GPU-hours for 2T tokens, "
+     "seq 4096 (Touvron et al. 2023, arXiv:2307.09288, Table 2; whole campaign)",
+     f"{6 * 6.74e9 * 2e12 / (184_320 * 3600) / 312e12:.0%}"),
+    ("llama_70b", "A100-80GB", 64, "Llama 2 70B: 1,720,320 A100-80GB GPU-hours for 2T tokens, "
+     "seq 4096 (ibid.)", f"{6 * 68.98e9 * 2e12 / (1_720_320 * 3600) / 312e12:.0%}"),
+    ("llama_70b", "A100-80GB", 64, "Megatron-LM GPT-3 175B / 1T, 1024 / 3072 A100-80GB, seq "
+     "2048: 140 / 163 TFLOP/s a GPU, recomputation counted (Narayanan et al. 2021, "
+     "arXiv:2104.04473, Table 1)", "45% / 52%"),
+    ("llama_70b", "A100-80GB", 64, "Megatron-Turing NLG 530B on A100s (Chowdhery et al. 2022, "
+     "PaLM, arXiv:2204.02311, Table 3)", "29.7%"),
+]
+TOKENS = "20B"  # enough work that every plan is a long run; the throughput does not depend on it
+
+
+def llm_plan(model: str, gpu: str, gpus: int) -> dict:
+    """The fastest of the plans `advisor.recommend` makes for `model` on `gpus` GPUs of one
+    type, in bf16, and its MFU against the datasheet peak."""
+    from advisor.api import recommend
+    from advisor.features import gpu_features
+    from gpuadvisor.cards import load_cards
+
+    nodes = max(1, gpus // 8)
+    plans = [p for p in recommend(model, tokens=TOKENS, deadline="3650d", precision="bf16",
+                                  gpus=[gpu], max_nodes=nodes, top=1000,
+                                  market="on-demand").plans
+             if p["nodes"] * p["gpus_per_node"] == gpus]
+    if not plans:
+        raise SystemExit(f"no {gpus}x{gpu} plan for {model}: is the catalog missing it?")
+    plan = max(plans, key=lambda p: p["throughput"])
+    flops = float(load_cards()[model]["flops_per_sample"])
+    peak = gpu_features(gpu)["gpu_tensor_tflops"] * 1e12 * gpus
+    return {**plan, "mfu": plan["throughput"] * flops / peak,
+            "mfu_lo": plan["throughput_lo"] * flops / peak,
+            "mfu_hi": plan["throughput_hi"] * flops / peak}
+
+
+def llm_table() -> None:
+    print("\nLLM pre-training, bf16 (predicted by `advisor recommend`, published MFU beside):")
+    print(f"{'plan':<34} {'tokens/s/GPU':>12} {'MFU':>5} {'90% interval':>12}  "
+          f"{'published':>9}  figure")
+    for model, gpu, gpus, figure, published_mfu in LLM_POINTS:
+        plan = llm_plan(model, gpu, gpus)
+        seq = plan["seq_len"] if plan.get("seq_len") else 8192
+        per_gpu = plan["throughput"] * seq / gpus
+        name = f"{model} {gpus}x{gpu} mb{plan['micro_batch']} {plan['remedy']}"
+        print(f"{name:<34} {per_gpu:12,.0f} {plan['mfu']:5.0%} "
+              f"{plan['mfu_lo']:5.0%}-{plan['mfu_hi']:<5.0%}  {published_mfu:>9}  {figure}")
+
+
 def main() -> None:
     warnings.simplefilter("ignore")
     n = len(POINTS)
@@ -82,6 +146,7 @@ def main() -> None:
         known = reference.get(point)
         print(f"{name:<44} {per_gpu:13,.0f} {lo:8,.0f}-{hi:<8,.0f} {mfu:8.0%} "
               f"{f'{known:,.0f}' if known else '-':>8}  {prediction.provenance[i]}")
+    llm_table()
 
 
 if __name__ == "__main__":

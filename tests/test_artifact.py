@@ -170,3 +170,16 @@ def test_a_mixed_batch_predicts_as_each_row_alone():
             assert together.value[i] == pytest.approx(alone.value[0], rel=1e-12)
             assert (together.lo[i], together.hi[i]) == pytest.approx((alone.lo[0], alone.hi[0]))
             assert together.provenance[i] == alone.provenance[0]
+
+
+def test_no_prediction_or_interval_passes_the_gpus_peak():
+    from advisor import physics
+
+    artifact = load_artifact()
+    far = [physics_candidate(model="unseen", gpu="H100-80GB", precision="bf16", nodes=n,
+                             gpus_per_node=8, flops_per_sample=flops, batch_per_gpu=1)
+           for n, flops in ((1, 1e9), (8, 1e12), (64, 1e15))]
+    features = to_arrays(far)
+    p = artifact.predict("throughput", features)
+    bound = physics.peak_throughput(features)
+    assert np.all(p.lo <= p.value) and np.all(p.value <= p.hi) and np.all(p.hi <= bound)

@@ -175,3 +175,57 @@ def test_intervals_widen_with_each_axis_the_training_data_never_covered(tmp_path
     # Each axis's spread was calibrated on rows held out along that axis.
     novel = artifact.doc["throughput"]["calibration"]["novel"]
     assert set(novel) == {"model", "gpu", "workers", "model_size"}
+
+
+def test_far_extrapolations_get_a_bounded_interval(tmp_path):
+    from test_fit import row
+
+    from advisor.artifact import Artifact
+    from advisor.features import to_arrays
+    from advisor.fitting import fit_store
+
+    synthetic_store(tmp_path / "m.db", gpus=("T4", "V100"))
+    doc = fit_store(tmp_path / "m.db")[0]
+    calibration = doc["throughput"]["calibration"]
+    calibration["doubling"] = {"workers": 0.5, "model_size": 0.5}  # fast growth, to bound
+    far = [{**row("mid", "A100-40GB", n, 4, "amp"), "model": "unseen",
+            "flops_per_sample": flops}
+           for n, flops in ((64, 2e12), (1024, 2e14), (2 ** 20, 2e18))]
+    p = Artifact(doc).predict("throughput", to_arrays(far))
+    width = np.log(p.hi / p.lo)
+    assert width[0] <= width[1] == pytest.approx(width[2])  # the growth stops at a bound
+    # The bound: every axis at most at the physics ceiling or its own spread, in quadrature.
+    novel, (c_lo, c_hi) = calibration["novel"], calibration["ceiling"]
+    bound = np.sqrt(sum(max(q_hi, c_hi) ** 2 for _, q_hi in novel.values())) + np.sqrt(
+        sum(max(-q_lo, -c_lo) ** 2 for q_lo, _ in novel.values()))
+    assert width[2] <= bound + 1e-9
+
+
+def test_range_growth_recovers_the_stated_form():
+    from advisor.fitting import range_growth
+
+    rng = np.random.default_rng(0)
+    distance = rng.uniform(0, 4, 4000)
+    residual = rng.normal(0, 0.1 * np.sqrt(1 + distance / 2.0))  # variance doubles at d = 2
+    assert range_growth(residual, distance) == pytest.approx(2.0, rel=0.25)
+    assert range_growth(rng.normal(0, 0.1, 4000), distance) is None or \
+        range_growth(rng.normal(0, 0.1, 4000), distance) > 20  # no growth: none or far
+
+
+def test_software_stacks_measuring_one_configuration_set_the_measured_spread():
+    from test_fit import row
+
+    from advisor.features import to_arrays
+    from advisor.fitting import software_spread
+
+    configs = [row(m, g, n, 1, "amp") for m in ("small", "mid") for g in ("T4", "V100")
+               for n in (1, 2, 4)]
+    features = to_arrays(configs + configs)  # each configuration by two stacks, 30% apart
+    throughput = np.concatenate([np.full(len(configs), 100.0), np.full(len(configs), 130.0)])
+    (lo, hi), figures = software_spread(features, throughput)
+    assert figures == 2 * len(configs)
+    assert lo == pytest.approx(-np.log(1.3)) and hi == pytest.approx(np.log(1.3))
+    # A different input size is a different workload, not a disagreement.
+    other = to_arrays(configs + [{**c, "flops_per_sample": 2 * c["flops_per_sample"]}
+                                 for c in configs])
+    assert software_spread(other, throughput) == (None, 0)

@@ -188,3 +188,37 @@ def test_parameter_servers_saturate_on_per_tensor_requests():
     steps = [physics.cluster_throughput(f, physics.step_time(f, coef))[0] / 100 for f in big]
     assert steps[1] == pytest.approx(1 / (1e-4 * 50), rel=0.01)
     assert steps[0] < steps[1] < 1 / (1e-4 * 50)
+
+
+def test_peak_throughput_is_the_datasheet_peak_of_the_fastest_unit():
+    def mfu_one(**overrides) -> float:  # FLOPs per second at the bound, over the peak
+        features = config(**overrides)
+        return float(physics.peak_throughput(features)[0] * 1e9 / 8)  # 8 GPUs, 1e9 FLOPs
+
+    assert mfu_one(gpus_per_node=8, precision="amp", gpu="V100") == pytest.approx(125e12)
+    assert mfu_one(gpus_per_node=8, precision="fp32", gpu="V100") == pytest.approx(15.7e12)
+    # fp32 on a GPU with TF32 may run (PyTorch's cuDNN default) on tensor cores at half rate
+    a100 = gpu_features("A100-40GB")
+    assert mfu_one(gpus_per_node=8, precision="fp32", gpu="A100-40GB") == pytest.approx(
+        max(a100["gpu_fp32_tflops"], a100["gpu_tensor_tflops"] / 2) * 1e12)
+    # activation checkpointing runs the forward twice: the same GPUs finish fewer samples
+    recomputing = {**config(), "checkpointing": np.array([1.0])}
+    assert physics.peak_throughput(recomputing)[0] == pytest.approx(
+        physics.peak_throughput(config())[0] / 4 * 3)
+
+
+def test_small_micro_batches_are_launch_bound_not_priced_at_large_batch_efficiency():
+    cards = model_features()
+    rows = [candidate(gpu="A100-80GB", precision="amp", batch_per_gpu=b, **{
+        k: cards["resnet50"][k] for k in ("params", "flops_per_sample", "gradient_bytes",
+                                           "activation_bytes", "tensors")})
+        for b in (1, 2, 256)]
+    features = to_arrays(rows)
+    per_sample = physics.step_time(features) / features["batch_per_gpu"]
+    # Each micro-step pays its kernel launches (per tensor) and fixed cost whatever its batch:
+    # micro-batches of 1-2 run at a small fraction of the large batch's rate ...
+    assert np.all(per_sample[:2] > 4 * per_sample[2])
+    # ... and accumulating them into a large optimizer step does not buy that rate back.
+    accumulated = {**features, "accumulation": np.array([128.0, 128.0, 1.0])}
+    per_sample_acc = physics.step_time(accumulated) / features["batch_per_gpu"]
+    assert np.all(per_sample_acc[:2] > 4 * per_sample_acc[2])
