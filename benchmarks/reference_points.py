@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from advisor import physics
 from advisor.artifact import load_artifact
 from advisor.features import configuration_features, model_features
+from gpuadvisor.cards import card_name
 
 # (model, GPU, precision, GPUs in one node, per-GPU batch, sequence length or None)
 POINTS = [
@@ -131,7 +132,12 @@ def main() -> None:
                "gpus_per_node": per_node, "batch_per_gpu": batch, "spot": [False] * n,
                "network_gbps": [100.0] * n, "seq_len": seq,
                "interconnect": [LINK.get(g, "NVSwitch") for g in gpu]}
-    features = configuration_features(configs, model_features())
+    cards = model_features()
+    # A row measured at another input size is priced with the card traced at that size
+    # (bert_large@384), as the published importer matches it.
+    configs["card"] = [card_name(m, q) if card_name(m, q) in cards else None
+                       for m, q in zip(model, seq)]
+    features = configuration_features(configs, cards)
     prediction = load_artifact().predict("throughput", features)
     peak = physics.effective_peak_tflops(features) * 1e12
     reference = published()
