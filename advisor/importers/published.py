@@ -25,6 +25,7 @@ from cloud.gpus import gpu_spec
 from gpuadvisor import data
 from gpuadvisor.cards import card_name, load_cards
 from gpuadvisor.store import Store
+from gpuadvisor.textfile import unreadable
 
 SOURCE = "published"
 FILE = "published_throughput.csv"
@@ -119,13 +120,19 @@ def load_published(path: Path | None = None) -> list[dict[str, Any]]:
     if not path.is_file():
         raise ImportDataError(f"{path} is not a file; give a CSV in the form of the shipped "
                               f"{FILE} (or no FILE for that one)")
-    with open(path, newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ImportDataError(f"{path} lacks columns {', '.join(missing)} (the form of "
-                                  f"the shipped {FILE})")
-        rows = list(reader)
+    try:
+        with open(path, newline="") as handle:
+            reader = csv.DictReader(handle)
+            missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise ImportDataError(f"{path} lacks columns {', '.join(missing)} (the form "
+                                      f"of the shipped {FILE})")
+            rows = list(reader)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImportDataError(unreadable(path, exc)) from None
+    if not rows:
+        raise ImportDataError(f"{path} holds no figures, only its header; add rows in the form "
+                              f"of the shipped {FILE}")
     cards = load_cards()
     trials = []
     for line, row in enumerate(rows, start=2):
