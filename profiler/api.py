@@ -95,6 +95,7 @@ def sweep(spec: SpecInput, *, store: str | Path = "runs.db",
     a line per trial on stderr (and a live bar on a terminal); otherwise nothing is printed.
     Nodes are terminated whatever happens, KeyboardInterrupt included. A grid beyond
     `max_trials` trials or `max_nodes` nodes is refused (profiler.spec.check_size)."""
+    from cloud.sinks import check_local_sink
     from gpuadvisor.store import Store
     from profiler.orchestrator import run_sweep
     from profiler.progress import QuietDisplay, SweepDisplay
@@ -106,6 +107,7 @@ def sweep(spec: SpecInput, *, store: str | Path = "runs.db",
     check_size(spec, max_trials, max_nodes)
     chosen = given or _provider(spec)
     results_url = _results(spec, store)
+    check_local_sink(results_url)  # before the store is made: nothing would be measured
     # Rich draws the live bar on a terminal only; the line per finished trial is printed
     # either way.
     display = (SweepDisplay(len(spec.trials()), enabled=sys.stderr.isatty()) if progress

@@ -357,7 +357,6 @@ def cases() -> list[Case]:
             add(advisor(USAGE, "", command, "--store", f"{{{name}}}"))
         add(advisor(USAGE, "", command, "--store", "{empty_store}"))
     add(advisor(USAGE, "", "fit", "--store", "{store}", "--output", "{dir}"))
-    add(advisor(USAGE, "--output", "fit", "--store", "{store}", "--output", "{missing}/a.json"))
     add(advisor(USAGE, "", "fit", "--store", "{store}", "--output", "{store}"))
     for split in ("gpu-and-model", ""):
         add(advisor(USAGE, "--split", "evaluate", "--store", "{store}", "--split", split))
@@ -410,6 +409,9 @@ def cases() -> list[Case]:
     for value in ("nan", "inf", "-1"):
         add(profiler(USAGE, "", "sweep", str(ROOT / "specs" / "smoke.yaml"), "--max-cost",
                      value))
+    for url in ("file://{binary_bin}/records", "file://{binary_bin}", "file:///proc/records"):
+        add(profiler(USAGE, "cannot be written", "sweep", str(ROOT / "specs" / "smoke.yaml"),
+                     "--results", url))
 
     # profiler runs, card, cleanup, ingest
     for value in ("999999", "-1", "0", str(2**63), "9" * 40):

@@ -58,8 +58,6 @@ def fit(
 
     if problem := overwrite_problem(output, "artifact"):
         fail(problem)
-    if not output.parent.is_dir():
-        fail(f"--output {output}: no folder {output.parent}; create it or give another path")
 
     try:
         result = run(store, output=output, include_published=include_published,
