@@ -41,6 +41,7 @@ from urllib.parse import unquote, urlparse
 from cloud.adaptors import aws, gcp
 from cloud.provider import SinkError
 from gpuadvisor.records import dumps, parse_lines
+from gpuadvisor.textfile import unreadable
 
 BUCKETS = {"gs": gcp.GcsBucket, "s3": aws.S3Bucket}
 
@@ -75,8 +76,11 @@ class FileSink:
     def read_all(self) -> list[dict]:
         records: list[dict] = []
         for path in sorted(self.root.glob("node-*.jsonl")):
-            with open(path, encoding="utf-8") as lines:
-                records.extend(parse_lines(lines, str(path)))
+            try:
+                with open(path, encoding="utf-8") as lines:
+                    records.extend(parse_lines(lines, str(path)))
+            except (OSError, UnicodeDecodeError) as exc:
+                raise SinkError(f"the records cannot be read: {unreadable(path, exc)}") from None
         return sorted(records, key=lambda r: r["t"])
 
     def close(self) -> None:

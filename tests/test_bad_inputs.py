@@ -92,3 +92,20 @@ def test_max_nodes_above_the_limit_is_searched_when_the_limit_is_raised():
     plans = recommend("resnet50", deadline="24h", max_nodes=65, max_nodes_limit=65,
                       gpus="T4", providers="gcp", regions="us-central1")
     assert plans.pick["nodes"] <= 65
+
+
+def test_a_sink_that_cannot_be_written_or_read_is_reported_as_such(tmp_path):
+    from bad_inputs import BINARY
+
+    from cloud.provider import SinkError
+    from cloud.sinks import check_local_sink, open_sink
+
+    (tmp_path / "in-the-way").write_text("a file where the records' folder would go\n")
+    with pytest.raises(SinkError, match="records cannot be written there .*writable directory"):
+        check_local_sink(f"file://{tmp_path}/in-the-way/records")
+    check_local_sink(f"file://{tmp_path}/records")  # creates the folder, leaves no probe
+    assert list((tmp_path / "records").iterdir()) == []
+    (tmp_path / "records" / "c1").mkdir()
+    (tmp_path / "records" / "c1" / "node-0.jsonl").write_bytes(BINARY)
+    with pytest.raises(SinkError, match="records cannot be read: .*node-0.jsonl is not UTF-8"):
+        open_sink(f"file://{tmp_path}/records", "c1").read_all()
