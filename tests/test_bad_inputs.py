@@ -45,7 +45,7 @@ PROCESS_CASES = [
     Case("advisor", ("recommend", "--model", "resnet50", "--budget", "9" * 400, "--format",
                      "json"), 2, "beyond any number"),
     Case("profiler", ("sweep", "{spec_grid_358400_yaml}", "--dry-run"), 2, "--max-trials"),
-    Case("profiler", ("sweep", "{spec_nodes_1000_yaml}"), 2, "--max-nodes"),
+    Case("profiler", ("sweep", "{spec_nodes_1000_yaml}", "--dry-run"), 2, "--max-nodes"),
     Case("profiler", ("runs", "--store", "{store}", "--show", "9" * 40), 2, "--show"),
 ]
 
@@ -73,6 +73,20 @@ def test_a_grid_beyond_max_trials_is_refused_before_it_is_expanded(monkeypatch):
         check_size(spec)
     assert error.value.parameters == ("max_trials",)
     check_size(spec.model_copy(update={"nodes": [1, 2]}), max_trials=400_000, max_nodes=2)
+
+
+def test_a_sweep_too_big_launches_nothing_and_makes_no_store(tmp_path, monkeypatch):
+    from cloud.local import LocalProvider
+    from profiler.api import sweep
+    from profiler.spec import SpecError
+
+    monkeypatch.setattr(LocalProvider, "launch", lambda *a, **k: pytest.fail("launched"))
+    spec = {"name": "big", "provider": "local", "models": ["resnet18"], "nodes": [1000]}
+    for limits, parameter in (({}, "max_nodes"), ({"max_trials": 0}, "max_trials")):
+        with pytest.raises(SpecError) as error:
+            sweep(spec, store=tmp_path / "runs.db", provider=LocalProvider(), **limits)
+        assert error.value.parameters == (parameter,)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_command_in_backticks_keeps_its_words():
