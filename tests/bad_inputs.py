@@ -147,6 +147,8 @@ def make_files(workdir: Path) -> dict[str, Path]:
 
     folder("dir")
     files["missing"] = workdir / "no-such-file"
+    files["smoke_yaml"] = ROOT / "specs" / "smoke.yaml"  # good inputs beside the bad ones
+    files["runs_json"] = RUNS_JSON
     write("binary.bin", BINARY)
     write("empty.txt", "")
     write("garbage.txt", "this is not what you think it is\n\x7f{[\n")
@@ -375,7 +377,7 @@ def cases() -> list[Case]:
         add(advisor(USAGE, "", "data", "import", "runs", f"{{{name}}}", "--store", "{store}"))
     for name in STORES:
         if name != "zero_db":  # an empty file is a place for a new store
-            add(advisor(USAGE, "", "data", "import", "runs", str(RUNS_JSON), "--store",
+            add(advisor(USAGE, "", "data", "import", "runs", "{runs_json}", "--store",
                         f"{{{name}}}"))
     for name in FILE_KINDS + ("pub_header_only_csv", "pub_utf16_csv"):
         add(advisor(USAGE, "", "data", "import", "published", f"{{{name}}}", "--store",
@@ -386,7 +388,8 @@ def cases() -> list[Case]:
         add(advisor(USAGE, "", "catalog", "show", "--file", f"{{{name}}}"))
     add(advisor(USAGE, "provider", "catalog", "show", "--provider", "azure"))
     add(advisor(USAGE, "", "catalog", "show", "--gpu", "Z9000"))
-    add(advisor(USAGE, "provider", "catalog", "refresh", "--provider", "azure"))
+    for value in ("azure", "", "GCP"):
+        add(advisor(USAGE, "provider", "catalog", "refresh", "--provider", value))
     for name in ("sky_empty", "sky_garbage", "sky_binary", "missing", "binary_bin"):
         add(advisor(FAILURE, "", "catalog", "import", "skypilot", f"{{{name}}}",
                     "--output-dir", "{dir}"))
@@ -405,14 +408,14 @@ def cases() -> list[Case]:
             add(profiler(USAGE, "", "sweep", f"{{spec_{name}_yaml}}", *dry))
     for name in ("spec_dir_yaml", "missing", "binary_bin", "dir"):
         add(profiler(USAGE, "", "sweep", f"{{{name}}}", "--dry-run"))
-    add(profiler(USAGE, "", "sweep", str(ROOT / "specs" / "smoke.yaml"), "--provider", "azure"))
-    add(profiler(USAGE, "", "sweep", str(ROOT / "specs" / "smoke.yaml"), "--results",
+    add(profiler(USAGE, "", "sweep", "{smoke_yaml}", "--provider", "azure"))
+    add(profiler(USAGE, "", "sweep", "{smoke_yaml}", "--results",
                  "ftp://x"))
     for value in ("nan", "inf", "-1"):
-        add(profiler(USAGE, "", "sweep", str(ROOT / "specs" / "smoke.yaml"), "--max-cost",
+        add(profiler(USAGE, "", "sweep", "{smoke_yaml}", "--max-cost",
                      value))
     for url in ("file://{binary_bin}/records", "file://{binary_bin}", "file:///proc/records"):
-        add(profiler(USAGE, "cannot be written", "sweep", str(ROOT / "specs" / "smoke.yaml"),
+        add(profiler(USAGE, "cannot be written", "sweep", "{smoke_yaml}",
                      "--results", url))
 
     # profiler runs, card, cleanup, ingest
