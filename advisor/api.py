@@ -159,7 +159,8 @@ def recommend(
                           seq_len=seq_len, image_size=image_size,
                           global_batch=global_batch, batch_policy=batch_policy)
     offerings, as_of, stale = _catalog(catalog)
-    filters = Filters(_names(providers), _names(regions), _names(gpus), max_nodes)
+    filters = Filters(_names(providers, "providers"), _names(regions, "regions"),
+                      _names(gpus, "gpus"), max_nodes)
     candidates = enumerate_candidates(offerings, work, filters)
     if not len(candidates):
         raise _nothing_fits(work, candidates)
@@ -341,10 +342,15 @@ def _amount(value: float | str | None, name: str, parse) -> float | None:
     return float(value)
 
 
-def _names(values: str | Sequence[str]) -> list[str]:
-    """A filter's names from a string or list of strings, each possibly comma-separated."""
+def _names(values: str | Sequence[str], parameter: str) -> list[str]:
+    """A filter's names from a string or list of strings, each possibly comma-separated; a
+    filter given with no name in it is refused (it would silently filter nothing)."""
     values = [values] if isinstance(values, str) else values or []
-    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+    names = [v.strip() for value in values for v in value.split(",") if v.strip()]
+    if values and not names:
+        raise ParameterError(f"{parameter} is given but names nothing ({values!r}); name one "
+                             "or leave it out", parameter)
+    return names
 
 
 def _catalog(files) -> tuple[dict, str, list[str]]:

@@ -351,6 +351,9 @@ def cases() -> list[Case]:
     add(advisor(USAGE, "provider", *RECOMMEND, "--deadline", "24h", "--provider", "azure"))
     add(advisor(USAGE, "GPU", *RECOMMEND, "--deadline", "24h", "--gpu", "Z9000"))
     add(advisor(USAGE, "", "recommend", "--model", "", "--deadline", "24h"))
+    for flag in ("--region", "--gpu", "--provider"):
+        for value in ("", ",,"):
+            add(advisor(USAGE, "names nothing", *RECOMMEND, "--deadline", "24h", flag, value))
     add(advisor(USAGE, "", "recommend", "--model", "../../etc/passwd", "--deadline", "24h"))
 
     # fit and evaluate: stores that are none, an empty store, outputs that cannot be written
@@ -433,6 +436,8 @@ def cases() -> list[Case]:
     for value in ("nomodule:build", "garbage", "os:getcwd", ":"):
         add(profiler(USAGE, "", "card", "--callable", value))
     add(profiler(USAGE, "", "card", "resnet50", "--seq-len", "128"))
+    add(profiler(USAGE, "--image-size", "card", "resnet50", "--image-size", "100000"))
+    add(profiler(USAGE, "--seq-len", "card", "gpt2", "--seq-len", str(1 << 40)))
     add(profiler(FAILURE, "cannot write", "card", "resnet50", "--out", "{dir}"))
     add(profiler(USAGE, "", "cleanup", "--provider", "azure"))
     for value in ("nan", "inf", "-1h", "soon", "1e400"):
