@@ -7,6 +7,7 @@ tests/test_bad_inputs.py asserts it per input; benchmarks/bad_inputs.py prints t
 from __future__ import annotations
 
 import contextlib
+import csv
 import hashlib
 import io
 import json
@@ -269,6 +270,19 @@ def make_files(workdir: Path) -> dict[str, Path]:
     write("runs/nan.json", json.dumps([{**json.loads(RUNS_JSON.read_text())[0],
                                         "throughput": float("nan"), "trial_key": "nan"}]))
     write("runs/utf16.json", RUNS_JSON.read_text().encode("utf-16"))
+    trial = json.loads(RUNS_JSON.read_text())[0]
+    write("runs/huge_int.json", json.dumps([{**trial, "nodes": 10**30, "trial_key": "big"}]))
+    write("runs/huge_child.json", json.dumps([{**trial, "trial_key": "child",
+                                               "startups": [{"node": 10**30}]}]))
+    published = (ROOT / "datasets" / "published_throughput.csv").read_text().splitlines()
+    columns = published[0].split(",")
+    for column, value in (("num_gpus", "1" + "0" * 30), ("throughput", "nan"),
+                          ("network_gbps", "inf"), ("batch_per_gpu", "-8")):
+        cells = next(csv.reader([published[1]]))
+        cells[columns.index(column)] = value
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerows([columns, cells])
+        write(f"pub/{column}.csv", buffer.getvalue())
     write("pub/header_only.csv", (ROOT / "datasets" / "published_throughput.csv")
           .read_text().splitlines()[0] + "\n")
     write("pub/utf16.csv", (ROOT / "datasets" / "published_throughput.csv").read_bytes()
@@ -376,13 +390,16 @@ def cases() -> list[Case]:
                     f"{{{name}}}"))
     for name in FILE_KINDS + ("runs_object_json",
                               "runs_empty_trial_json", "runs_numbers_json", "runs_nan_json",
-                              "runs_utf16_json"):
+                              "runs_utf16_json", "runs_huge_int_json",
+                              "runs_huge_child_json"):
         add(advisor(USAGE, "", "data", "import", "runs", f"{{{name}}}", "--store", "{store}"))
     for name in STORES:
         if name != "zero_db":  # an empty file is a place for a new store
             add(advisor(USAGE, "", "data", "import", "runs", "{runs_json}", "--store",
                         f"{{{name}}}"))
-    for name in FILE_KINDS + ("pub_header_only_csv", "pub_utf16_csv"):
+    for name in FILE_KINDS + ("pub_header_only_csv", "pub_utf16_csv", "pub_num_gpus_csv",
+                              "pub_throughput_csv", "pub_network_gbps_csv",
+                              "pub_batch_per_gpu_csv"):
         add(advisor(USAGE, "", "data", "import", "published", f"{{{name}}}", "--store",
                     "{store}"))
 

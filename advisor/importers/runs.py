@@ -35,10 +35,13 @@ IDENTITY = ("sweep", "trial_key", "status", "recorded_at", "source")
 @cache
 def _schema(name: str, columns: tuple[tuple[str, str], ...]):
     """A pydantic model of one table's row: SQL types -> Python types, NOT NULL -> required,
-    unknown keys and NaN or infinite numbers refused."""
-    from pydantic import ConfigDict, create_model
+    unknown keys, NaN or infinite numbers and integers beyond SQLite's refused."""
+    from typing import Annotated
 
-    kinds = {"TEXT": str, "INTEGER": int, "REAL": float}
+    from pydantic import ConfigDict, Field, create_model
+
+    sqlite_int = Annotated[int, Field(ge=-(2**63), lt=2**63)]
+    kinds = {"TEXT": str, "INTEGER": sqlite_int, "REAL": float}
     fields: dict[str, Any] = {"id": (int | None, None), "trial_id": (int | None, None)}
     for column, sql in columns:
         kind = Any if column in JSON_COLUMNS else kinds[sql.split()[0]]
