@@ -385,9 +385,10 @@ def cases() -> list[Case]:
     # data import: each importer's bad files, and a store that is none
     for name in CMDARE:
         add(advisor(USAGE, "", "data", "import", "cmdare", f"{{{name}}}", "--store", "{store}"))
-    for name in STORES:
+    for name in STORES + ("missing",):  # a failed import leaves no store where none was
         add(advisor(USAGE, "", "data", "import", "cmdare", "{cmdare_garbage}", "--store",
                     f"{{{name}}}"))
+    add(advisor(USAGE, "", "data", "import", "runs", "{runs_nan_json}", "--store", "{missing}"))
     for name in FILE_KINDS + ("runs_object_json",
                               "runs_empty_trial_json", "runs_numbers_json", "runs_nan_json",
                               "runs_utf16_json", "runs_huge_int_json",
