@@ -108,6 +108,16 @@ def test_max_nodes_above_the_limit_is_searched_when_the_limit_is_raised():
     assert plans.pick["nodes"] <= 65
 
 
+def test_the_recommend_help_states_the_search_limit_in_force():
+    import inspect
+
+    from advisor.api import MAX_SEARCH_NODES
+    from advisor.cli.recommend import recommend
+
+    option = inspect.signature(recommend).parameters["max_nodes_limit"].default
+    assert f"above {MAX_SEARCH_NODES} " in option.help
+
+
 def test_a_sink_that_cannot_be_written_or_read_is_reported_as_such(tmp_path):
     from bad_inputs import BINARY
 
