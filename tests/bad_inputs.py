@@ -326,16 +326,16 @@ CMDARE = ("cmdare_empty", "cmdare_unrelated", "cmdare_emptycsv", "cmdare_garbage
           "cmdare_binary", "cmdare_header", "binary_bin", "missing")
 
 
-def cases() -> list[Case]:
+def recommend_cases() -> list[Case]:
+    """`advisor recommend`: numbers non-finite, negative, zero or past a float; bad files."""
     found: list[Case] = []
     add = found.append
-    # recommend: every number, non-finite, negative, zero, beyond a float
     for flag in ("--epochs", "--budget", "--deadline", "--confidence", "--samples", "--steps",
                  "--tokens", "--global-batch", "--batch-size", "--max-gpus", "--max-nodes",
                  "--top", "--seq-len", "--image-size"):
         for value in NUMBERS:
             goal = () if flag in ("--budget", "--deadline") else ("--deadline", "24h")
-            # a bound no cluster reaches, or more plans than there are: harmless, taken
+            # a GPU bound no cluster reaches: harmless, so taken
             harmless = flag == "--max-gpus" and value == NUMBERS[-2]
             if flag != "--top" or value != NUMBERS[-2]:  # every plan, printed: slow, not bad
                 add(advisor(0 if harmless else USAGE, "", *RECOMMEND, *goal, f"{flag}={value}"))
@@ -369,8 +369,13 @@ def cases() -> list[Case]:
         for value in ("", ",,"):
             add(advisor(USAGE, "names nothing", *RECOMMEND, "--deadline", "24h", flag, value))
     add(advisor(USAGE, "", "recommend", "--model", "../../etc/passwd", "--deadline", "24h"))
+    return found
 
-    # fit and evaluate: stores that are none, an empty store, outputs that cannot be written
+
+def fit_evaluate_cases() -> list[Case]:
+    """`advisor fit` and `evaluate`: stores that are none, an empty store, outputs."""
+    found: list[Case] = []
+    add = found.append
     for command in ("fit", "evaluate"):
         for name in STORES + ("missing",):
             add(advisor(USAGE, "", command, "--store", f"{{{name}}}"))
@@ -381,8 +386,13 @@ def cases() -> list[Case]:
         add(advisor(USAGE, "--split", "evaluate", "--store", "{store}", "--split", split))
     add(advisor(USAGE, "--target", "evaluate", "--store", "{store}", "--target", "loss"))
     add(advisor(USAGE, "", "evaluate", "--store", "{store}", "--max-train-workers", "0"))
+    return found
 
-    # data import: each importer's bad files, and a store that is none
+
+def data_import_cases() -> list[Case]:
+    """`advisor data import`: each importer's bad files, and stores that are none."""
+    found: list[Case] = []
+    add = found.append
     for name in CMDARE:
         add(advisor(USAGE, "", "data", "import", "cmdare", f"{{{name}}}", "--store", "{store}"))
     for name in STORES + ("missing",):  # a failed import leaves no store where none was
@@ -403,8 +413,13 @@ def cases() -> list[Case]:
                               "pub_batch_per_gpu_csv"):
         add(advisor(USAGE, "", "data", "import", "published", f"{{{name}}}", "--store",
                     "{store}"))
+    return found
 
-    # catalog
+
+def catalog_check_cases() -> list[Case]:
+    """`advisor catalog` and `check`."""
+    found: list[Case] = []
+    add = found.append
     for name in FILE_KINDS + CATALOGS:
         add(advisor(USAGE, "", "catalog", "show", "--file", f"{{{name}}}"))
     add(advisor(USAGE, "provider", "catalog", "show", "--provider", "azure"))
@@ -420,8 +435,13 @@ def cases() -> list[Case]:
     for name in ("binary_bin", "cat_utf16_csv", "dir"):
         add(Case("advisor", ("check", "--catalog", f"{{{name}}}"), FAILURE, "",
                  stdout_report=True))
+    return found
 
-    # profiler sweep: every spec, dry run and real, and the flags
+
+def sweep_cases() -> list[Case]:
+    """`profiler sweep`: every spec, as a dry run and (unless too big) for real; flags."""
+    found: list[Case] = []
+    add = found.append
     for name in SPECS:
         # a spec that would launch too much is tried as a dry run only: were it taken, a real
         # run would start it (test_bad_inputs.py checks that a real run refuses it too)
@@ -438,8 +458,13 @@ def cases() -> list[Case]:
     for url in ("file://{binary_bin}/records", "file://{binary_bin}", "file:///proc/records"):
         add(profiler(USAGE, "cannot be written", "sweep", "{smoke_yaml}",
                      "--results", url))
+    return found
 
-    # profiler runs, card, cleanup, ingest
+
+def profiler_cases() -> list[Case]:
+    """`profiler runs`, `card`, `cleanup`, `ingest`."""
+    found: list[Case] = []
+    add = found.append
     for value in ("999999", "-1", "0", str(2**63), "9" * 40):
         add(profiler(USAGE, "", "runs", "--store", "{store}", "--show", value))
     for name in STORES + ("missing",):
@@ -464,6 +489,13 @@ def cases() -> list[Case]:
                 "s3://", "gs://"):
         add(profiler(USAGE, "", "ingest", url, "--store", "{store}"))
     return found
+
+
+def cases() -> list[Case]:
+    """Every bad input of every command."""
+    return [case for part in (recommend_cases, fit_evaluate_cases, data_import_cases,
+                              catalog_check_cases, sweep_cases, profiler_cases)
+            for case in part()]
 
 
 TOO_BIG = ("nodes_1000", "nodes_million", "nproc_1000", "batch_huge", "image_huge", "seq_huge",
