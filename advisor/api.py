@@ -24,6 +24,9 @@ from gpuadvisor.durations import format_duration, format_usd, parse_budget, pars
 from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL, market
 
 # SkyPilot's names of the catalog's GPUs where they differ (`sky show-gpus`).
+# Node counts searched unless raised: the plans to score grow with it (64: ~2 s on a 2-core
+# machine; 256: ~45 s).
+MAX_SEARCH_NODES = 64
 SKYPILOT_ACCELERATORS = {"A100-40GB": "A100", "H100-80GB": "H100"}
 
 
@@ -116,22 +119,24 @@ def recommend(
     card: str | Path | None = None,
     market: str | None = None,
     max_gpus: int | None = None,
+    max_nodes_limit: int | None = None,
 ) -> Recommendation:
-    """The cheapest cluster that meets `deadline` (seconds, or a string such as "24h"), or
-    the fastest within `budget` (USD, or a string such as "$500"); with both, the fastest
-    within the budget that meets the deadline. Filters (`providers`, `regions`, `gpus`) take
-    a name, a comma-separated string or a list. `artifact` and `catalog` replace the shipped
+    """The cheapest cluster that meets `deadline` (seconds, or a string such as "24h"), or the
+    fastest within `budget` (USD, or a string such as "$500"); with both, the fastest within
+    the budget that meets the deadline. Filters (`providers`, `regions`, `gpus`) take a
+    name, a comma-separated string or a list. `artifact` and `catalog` replace the shipped
     fitted model and price catalog. `model` names a card (the zoo's or your own, see
     `profiler card`), at `seq_len` / `image_size` when given; `card` is a card file (JSON)
     to plan with instead; `tokens` (20B, or a number) sets a text model's data. `market`
-    ('on-demand' or 'spot') and `max_gpus` (GPUs in all) restrict the plans. Each plan's
-    `quota` says which quotas of a fresh account it exceeds (advisor.quotas). The workload
-    trains `global_batch` samples per optimizer step (default: the card's recipe) under
-    `batch_policy` "fixed-global"; "fixed-per-gpu" keeps `batch_per_gpu` per GPU instead,
-    and the global batch grows with the cluster. Each cluster gets the micro-batch,
-    accumulation steps and memory remedy its GPUs fit that the estimator prices fastest.
-    Raises AdvisorError (ParameterError for bad input, NoPlanError when nothing fits or
-    meets the constraints)."""
+    ('on-demand' or 'spot') and `max_gpus` (GPUs in all) restrict the plans; `max_nodes`
+    above `max_nodes_limit` (default MAX_SEARCH_NODES) is refused (the search grows with
+    it). Each plan's `quota` says which quotas of a fresh account it exceeds
+    (advisor.quotas). The workload trains `global_batch` samples per optimizer step
+    (default: the card's recipe) under `batch_policy` "fixed-global"; "fixed-per-gpu" keeps
+    `batch_per_gpu` per GPU instead, and the global batch grows with the cluster. Each
+    cluster gets the micro-batch, accumulation steps and memory remedy its GPUs fit that the
+    estimator prices fastest. Raises AdvisorError (ParameterError for bad input, NoPlanError
+    when nothing fits or meets the constraints)."""
     from advisor.artifact import ArtifactError, load_artifact
     from advisor.candidates import Filters, enumerate_candidates
     from advisor.optimizer import rank_plans
@@ -142,13 +147,20 @@ def recommend(
     check_restrictions(market, max_gpus)
     if top < 1:
         raise ParameterError(f"top must be at least 1, got {top}", "top")
+    max_nodes_limit = max_nodes_limit or MAX_SEARCH_NODES
+    if max_nodes > max_nodes_limit:
+        raise ParameterError(
+            f"max_nodes {str(max_nodes)[:20]} is more than max_nodes_limit {max_nodes_limit}: "
+            "each node count adds a plan per offering and market to score; lower max_nodes, "
+            "or raise max_nodes_limit for a longer search", "max_nodes", "max_nodes_limit")
     cards, model = _cards_with(model, card)
     work = build_workload(cards, model, epochs=epochs, samples=samples, steps=steps,
                           batch_per_gpu=batch_per_gpu, precision=precision, tokens=tokens,
                           seq_len=seq_len, image_size=image_size,
                           global_batch=global_batch, batch_policy=batch_policy)
     offerings, as_of, stale = _catalog(catalog)
-    filters = Filters(_names(providers), _names(regions), _names(gpus), max_nodes)
+    filters = Filters(_names(providers, "providers"), _names(regions, "regions"),
+                      _names(gpus, "gpus"), max_nodes)
     candidates = enumerate_candidates(offerings, work, filters)
     if not len(candidates):
         raise _nothing_fits(work, candidates)
@@ -330,10 +342,15 @@ def _amount(value: float | str | None, name: str, parse) -> float | None:
     return float(value)
 
 
-def _names(values: str | Sequence[str]) -> list[str]:
-    """A filter's names from a string or list of strings, each possibly comma-separated."""
+def _names(values: str | Sequence[str], parameter: str) -> list[str]:
+    """A filter's names from a string or list of strings, each possibly comma-separated; a
+    filter given with no name in it is refused (it would silently filter nothing)."""
     values = [values] if isinstance(values, str) else values or []
-    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+    names = [v.strip() for value in values for v in value.split(",") if v.strip()]
+    if values and not names:
+        raise ParameterError(f"{parameter} is given but names nothing ({values!r}); name one "
+                             "or leave it out", parameter)
+    return names
 
 
 def _catalog(files) -> tuple[dict, str, list[str]]:
@@ -349,6 +366,10 @@ def _catalog(files) -> tuple[dict, str, list[str]]:
         except CatalogError as error:
             raise ParameterError(f"{error}; restore the file or rebuild it with "
                                  "`advisor catalog refresh`", "catalog") from None
+    if not loaded.offerings and files:
+        raise ParameterError(f"{', '.join(map(str, files))} holds no offering; give a file "
+                             "with rows (`advisor catalog show --format csv` writes one)",
+                             "catalog")
     if not loaded.offerings:
         raise AdvisorError("the price catalog holds no offering; run `advisor catalog refresh`",
                            exit_code=1)

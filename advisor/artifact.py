@@ -22,6 +22,7 @@ from advisor import physics
 from advisor.errors import AdvisorError
 from advisor.sharding import plain_layout
 from gpuadvisor import data
+from gpuadvisor.textfile import unreadable
 from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 
 log = logging.getLogger(__name__)
@@ -83,15 +84,47 @@ def _load(path: str) -> Artifact:
         with open(path) as handle:
             doc = json.load(handle)
     except FileNotFoundError:
-        raise ArtifactError(f"no model artifact at {path}; run `advisor fit` to make one") from None
+        raise ArtifactError(f"no fitted model at {path}; run `advisor fit` to make one") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"fitted model {unreadable(path, exc)}") from None
     except json.JSONDecodeError as exc:
         raise ArtifactError(f"{path} is not valid JSON ({exc}); refit with `advisor fit`") from None
     version = doc.get("schema_version") if isinstance(doc, dict) else None
     if version != SCHEMA_VERSION:
         raise ArtifactError(
-            f"{path} has artifact schema {version!r}, this program reads {SCHEMA_VERSION}; "
+            f"{path} has schema version {version!r}, this program reads {SCHEMA_VERSION}; "
             "refit with `advisor fit`")
+    if problem := _malformed(doc):
+        raise ArtifactError(f"{path} {problem}; refit with `advisor fit`")
     return Artifact(doc)
+
+
+# The sections prediction reads, with the keys each must hold.
+SECTIONS = {"throughput": ("coefficients",), "startup_s": ("vm_s", "first_step_s"),
+            "checkpoint_s": ("targets",), "recovery_s": (), "lifetime": ()}
+
+
+def _malformed(doc: dict) -> str | None:
+    """What makes a document of the right schema version unusable: a section or key missing,
+    or a number that is NaN or infinite (a fit never writes one)."""
+    for section, keys in SECTIONS.items():
+        part = doc.get(section)
+        if not isinstance(part, dict):
+            return f"lacks the {section} section"
+        if missing := [key for key in keys if key not in part]:
+            return f"lacks {section}.{missing[0]}"
+    if where := _non_finite(doc, ""):
+        return f"holds a NaN or infinite number at {where}"
+    return None
+
+
+def _non_finite(value, where: str) -> str | None:
+    if isinstance(value, float) and not math.isfinite(value):
+        return where
+    items = (value.items() if isinstance(value, dict)
+             else enumerate(value) if isinstance(value, list) else ())
+    return next((found for key, item in items
+                 if (found := _non_finite(item, f"{where}.{key}".lstrip(".")))), None)
 
 
 class Artifact:

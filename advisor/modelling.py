@@ -122,6 +122,13 @@ def fit(
     doc, info = _translated(FIT_PARAMETERS, fit_store, path,
                             include_published=include_published, exclude_software=excluded)
     result = FitResult(doc, info["skipped"])
+    if not result.training_data["throughput_configs"]:
+        from gpuadvisor.store import StoreError
+
+        left_out = f" ({sum(result.skipped.values())} trials left out)" if result.skipped else ""
+        raise StoreError(f"{path} holds no throughput measurement to fit{left_out}; nothing "
+                         "is written. Import some first, e.g. `advisor data import published "
+                         f"--store {path}`, or run `profiler sweep`")
     if output is not None:
         result.write(output)
     return result

@@ -31,6 +31,7 @@ BATCH_POLICIES = ("fixed-global", "fixed-per-gpu")
 # The global batch of a card's recipe when neither the card nor datasets/recipe_batches.csv
 # names one: its per-GPU batch on the 8-GPU node the zoo's reference recipes were published on.
 RECIPE_GPUS = 8
+MAX_AMOUNT = 1e15  # epochs, samples, steps, batches: beyond any training run
 
 
 class WorkloadError(ParameterError):
@@ -146,8 +147,9 @@ def build_workload(
                             f"{batch_policy!r}", "batch_policy")
     for name, value in (("epochs", epochs), ("samples", samples), ("steps", steps),
                         ("batch_per_gpu", batch_per_gpu), ("global_batch", global_batch)):
-        if value is not None and value <= 0:
-            raise WorkloadError(f"{name} must be positive, got {value}", name)
+        if value is not None and not 0 < value <= MAX_AMOUNT:
+            raise WorkloadError(f"{name} must be positive and at most {MAX_AMOUNT:.0e}, got "
+                                f"{str(value)[:20]}", name)
     if steps is not None and (epochs is not None or samples is not None):
         raise WorkloadError("give either steps or epochs/samples, not both",
                             "steps", "epochs", "samples")

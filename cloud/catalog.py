@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import math
 import os
 import tempfile
 import warnings
@@ -24,6 +25,7 @@ from pathlib import Path
 from gpuadvisor import data
 from gpuadvisor.errors import GpuAdvisorError
 from gpuadvisor.gpus import gpu_matches
+from gpuadvisor.textfile import unreadable
 
 SPOT_MARKETS = "spot_markets.csv"
 
@@ -46,6 +48,7 @@ SPOT_COLUMNS = (
     "interruption_bucket", "as_of", "source", "notes",
 )  # fmt: skip
 PRICE_TOLERANCE = 0.002  # USD: components are rounded to 4 decimals, the total too
+MAX_GPUS_PER_NODE = 128  # beyond the largest instances sold (72 GPUs in an NVL72 rack)
 
 
 class CatalogError(GpuAdvisorError, ValueError):
@@ -211,6 +214,8 @@ def _number(row: Mapping[str, str], name: str, where: str, optional: bool = Fals
         value = float(text)
     except ValueError:
         raise CatalogError(f"{where}: column {name} is {text!r}, expected a number") from None
+    if not math.isfinite(value):
+        raise CatalogError(f"{where}: column {name} is {text!r}, expected a finite number")
     if value < 0:
         raise CatalogError(f"{where}: column {name} is negative ({value})")
     return value
@@ -235,6 +240,10 @@ def _offering(row: Mapping[str, str], where: str, known_gpus: set[str]) -> Offer
         raise CatalogError(f"{where}: interconnect must be one of {', '.join(INTERCONNECTS)}")
     num = {name: _number(row, name, where) for name in COLUMNS[4:8] + ("price_on_demand",)}
     opt = {name: _number(row, name, where, optional=True) for name in COLUMNS[9:15]}
+    if not (1 <= num["gpus_per_node"] <= MAX_GPUS_PER_NODE
+            and num["gpus_per_node"].is_integer()):
+        raise CatalogError(f"{where}: gpus_per_node is {row['gpus_per_node']!r}; a GPU offering "
+                           f"has a whole number of 1 to {MAX_GPUS_PER_NODE} GPUs a node")
     offering = Offering(
         provider=row["provider"],
         region=row["region"],
@@ -285,8 +294,8 @@ def read_offerings(path: Path) -> list[Offering]:
             offerings = [
                 _offering(row, f"{path}:{line}", known_gpus) for line, row in enumerate(reader, 2)
             ]
-    except OSError as error:
-        raise CatalogError(f"cannot read catalog file {path}: {error.strerror}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise CatalogError(f"catalog file {unreadable(path, error)}") from None
     keys = [(o.provider, o.region, o.instance_type, o.gpu_type, o.gpus_per_node) for o in offerings]
     if len(set(keys)) != len(keys):
         raise CatalogError(f"{path}: the same offering appears twice")
@@ -342,8 +351,8 @@ def read_spot_markets(path: Path | None = None) -> list[dict[str, str]]:
     try:
         with open(path, newline="") as handle:
             rows = list(csv.DictReader(handle))
-    except OSError as error:
-        raise CatalogError(f"cannot read {path}: {error.strerror}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise CatalogError(unreadable(path, error)) from None
     for line, row in enumerate(rows, 2):
         bucket = row.get("interruption_bucket") or ""
         if bucket and bucket not in BUCKETS:

@@ -22,13 +22,15 @@ The interface every sink implements:
     read_all() -> list[dict]          every record of the cluster, all nodes, ordered by "t"
     close() -> None                   release what the sink holds (idempotent)
 
-`clusters(url)` lists the clusters a sink holds records of (for `profiler ingest`).
+`clusters(url)` lists the clusters a sink holds records of (for `profiler ingest`);
+`check_local_sink(url)` refuses a local directory that cannot be written before a sweep.
 
 Errors are SinkError, one line that names the fix.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import time
@@ -39,6 +41,7 @@ from urllib.parse import unquote, urlparse
 from cloud.adaptors import aws, gcp
 from cloud.provider import SinkError
 from gpuadvisor.records import dumps, parse_lines
+from gpuadvisor.textfile import unreadable
 
 BUCKETS = {"gs": gcp.GcsBucket, "s3": aws.S3Bucket}
 
@@ -73,8 +76,11 @@ class FileSink:
     def read_all(self) -> list[dict]:
         records: list[dict] = []
         for path in sorted(self.root.glob("node-*.jsonl")):
-            with open(path, encoding="utf-8") as lines:
-                records.extend(parse_lines(lines, str(path)))
+            try:
+                with open(path, encoding="utf-8") as lines:
+                    records.extend(parse_lines(lines, str(path)))
+            except (OSError, UnicodeDecodeError) as exc:
+                raise SinkError(f"the records cannot be read: {unreadable(path, exc)}") from None
         return sorted(records, key=lambda r: r["t"])
 
     def close(self) -> None:
@@ -126,6 +132,26 @@ def _local_path(url: str) -> str:
     if parsed.netloc not in ("", "localhost"):
         raise SinkError(f"{url}: a file:// URL names a local directory, e.g. file:///tmp/runs")
     return unquote(parsed.path)
+
+
+def check_local_sink(url: str) -> None:
+    """Refuse, before anything is launched, a local sink this machine cannot write and read
+    back (a file in the way, no permission, a full disk): its nodes would be taken for a
+    cluster that never trained. A bucket is checked by its first write."""
+    if "://" in url and urlparse(url).scheme != "file":
+        return
+    root = Path(_local_path(url))
+    probe = root / f".gpuadvisor-probe-{os.getpid()}"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"{}\n")
+        probe.read_bytes()
+    except OSError as exc:
+        raise SinkError(f"{url}: the records cannot be written there ({exc.strerror}); send "
+                        "them to a writable directory on a disk with free space") from None
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()
 
 
 def open_sink(url: str, cluster: str, *, client=None) -> Sink:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import io
 import re
 import statistics
 from collections import defaultdict
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from cloud.catalog import CatalogError, Offering
 from gpuadvisor.gpus import family, gpu_matches
+from gpuadvisor.textfile import unreadable
 
 AWS_HEADER = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB",
               "GpuInfo", "Price", "SpotPrice", "Region", "AvailabilityZone")  # fmt: skip
@@ -123,10 +125,16 @@ class _Zone:
     host_spot: float | None
 
 
+def _text(path: Path) -> str:
+    try:
+        return Path(path).read_text()
+    except UnicodeDecodeError as exc:
+        raise SkypilotError(f"{unreadable(path, exc)}; fetch the file again") from None
+
+
 def provider_of(path: Path) -> str:
     """'aws' or 'gcp' from a vms.csv header."""
-    with open(path, newline="") as handle:
-        header = tuple(next(csv.reader(handle), ()))
+    header = tuple(next(csv.reader(io.StringIO(_text(path))), ()))
     for provider, expected in (("aws", AWS_HEADER), ("gcp", GCP_HEADER)):
         if header[: len(expected)] == expected:
             return provider
@@ -138,7 +146,7 @@ def read_rows(path: Path) -> list[dict[str, str]]:
     """The rows of a vms.csv, each checked (column count, numbers); SkypilotError naming the
     file and line otherwise."""
     rows = []
-    with open(path, newline="") as handle:
+    with io.StringIO(_text(path)) as handle:
         reader = csv.reader(handle)
         header = next(reader)
         for line, cells in enumerate(reader, 2):

@@ -18,6 +18,7 @@ from typing import Any
 
 from gpuadvisor import data
 from gpuadvisor.errors import GpuAdvisorError
+from gpuadvisor.textfile import unreadable
 
 FILE = "model_cards.csv"
 
@@ -90,8 +91,8 @@ def read_card_file(path: Path) -> dict[str, Any]:
     fix = "make one with `profiler card ... --out FILE`"
     try:
         text = Path(path).read_text()
-    except OSError as exc:
-        raise CardError(f"cannot read the card file {path}: {exc.strerror}; {fix}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CardError(f"card file {unreadable(path, exc)}; {fix}") from None
     try:
         card = json.loads(text)
     except json.JSONDecodeError as exc:

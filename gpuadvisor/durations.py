@@ -7,6 +7,7 @@ A plain number is hours (`36` = 36h).
 
 from __future__ import annotations
 
+import math
 import re
 
 DURATION_ACCEPTED = "duration such as 90m, 24h, 2d, 1d12h or plain hours (36)"
@@ -35,6 +36,9 @@ def parse_deadline(text: str) -> float:
     seconds = parse_duration(text, "deadline")
     if seconds <= 0:
         raise ValueError(f"deadline {text!r} is not positive; give a positive {DURATION_ACCEPTED}")
+    if not math.isfinite(seconds):
+        raise ValueError(f"deadline {text[:20]!r}... is beyond any number; give a "
+                         f"{DURATION_ACCEPTED}")
     return seconds
 
 
@@ -44,6 +48,8 @@ def parse_budget(text: str) -> float:
     compact = compact.removeprefix("$").removesuffix("usd")
     if not _NUMBER.fullmatch(compact) or float(compact) <= 0:
         raise ValueError(f"budget {text!r} is not understood; give {BUDGET_ACCEPTED}")
+    if not math.isfinite(float(compact)):
+        raise ValueError(f"budget {text[:20]!r}... is beyond any number; give {BUDGET_ACCEPTED}")
     return float(compact)
 
 

@@ -66,12 +66,16 @@ class SweepResult:
 
 
 def dry_run(spec: SpecInput, *, store: str | Path = "runs.db", provider: str | None = None,
-            results: str | None = None) -> DryRun:
+            results: str | None = None, max_trials: int | None = None,
+            max_nodes: int | None = None) -> DryRun:
     """The trials of `spec` and the requests each launch would send; sends nothing and opens
-    no store (`store` only places the default `results`)."""
+    no store (`store` only places the default `results`). A grid beyond `max_trials` trials
+    or `max_nodes` nodes is refused (profiler.spec.check_size)."""
     from profiler.orchestrator import dry_run_sweep, estimated_cost
+    from profiler.spec import check_size
 
     spec = load(spec, provider=provider, results=results)
+    check_size(spec, max_trials, max_nodes)
     chosen = _provider(spec)
     results_url = _results(spec, store)
     trials = [{"trial": trial.as_dict(), "estimated_cost_usd": estimated_cost(chosen, trial),
@@ -82,22 +86,28 @@ def dry_run(spec: SpecInput, *, store: str | Path = "runs.db", provider: str | N
 
 def sweep(spec: SpecInput, *, store: str | Path = "runs.db",
           provider: str | Provider | None = None, results: str | None = None,
-          max_cost: float | None = None, progress: bool = False) -> SweepResult:
+          max_cost: float | None = None, progress: bool = False,
+          max_trials: int | None = None, max_nodes: int | None = None) -> SweepResult:
     """Run every trial of `spec` not yet finished in `store` (re-running resumes) on
     `provider` (a name overriding the spec's, or a Provider instance), nodes writing their
     records to `results` (file://, gs://, s3://; default runs/records beside the store).
     Stops before the estimated spend passes `max_cost` USD (BudgetExceeded). With `progress`
     a line per trial on stderr (and a live bar on a terminal); otherwise nothing is printed.
-    Nodes are terminated whatever happens, KeyboardInterrupt included."""
+    Nodes are terminated whatever happens, KeyboardInterrupt included. A grid beyond
+    `max_trials` trials or `max_nodes` nodes is refused (profiler.spec.check_size)."""
+    from cloud.sinks import check_local_sink
     from gpuadvisor.store import Store
     from profiler.orchestrator import run_sweep
     from profiler.progress import QuietDisplay, SweepDisplay
+    from profiler.spec import check_size
 
     given = provider if isinstance(provider, Provider) else None
     spec = load(spec, provider=given.name if given else provider, results=results,
                 max_cost=max_cost)
+    check_size(spec, max_trials, max_nodes)
     chosen = given or _provider(spec)
     results_url = _results(spec, store)
+    check_local_sink(results_url)  # before the store is made: nothing would be measured
     # Rich draws the live bar on a terminal only; the line per finished trial is printed
     # either way.
     display = (SweepDisplay(len(spec.trials()), enabled=sys.stderr.isatty()) if progress

@@ -361,6 +361,10 @@ class TrialRun:
                 self._await_exit()
                 return None
             if first_step is None and now - self.started > trial.startup_timeout:
+                from cloud.sinks import check_local_sink
+
+                # a full or unwritable local sink silences every node: say so
+                check_local_sink(self.cluster.agent_config["sink"])
                 up = {r["node"] for r in self.records if r["type"] == "agent_start"}
                 silent = sorted(set(range(trial.nodes)) - up)
                 return (f"the cluster did not train within startup_timeout="

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuadvisor.cards import CardError, check_card
+from gpuadvisor.textfile import unreadable
 from profiler import cards
 
 # transformers' heads by the suffix of an `architectures` entry, and the task they train.
@@ -148,8 +149,8 @@ def _config(path: Path, transformers):
     fix = "give a Hugging Face config.json"
     try:
         raw = json.loads(path.read_text())
-    except OSError as exc:
-        raise CardError(f"cannot read {path}: {exc.strerror}; {fix}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CardError(f"{unreadable(path, exc)}; {fix}") from None
     except json.JSONDecodeError as exc:
         raise CardError(f"{path} is not JSON ({exc.msg} at line {exc.lineno}); {fix}") from None
     if not isinstance(raw, dict) or not raw.get("model_type"):

@@ -12,6 +12,7 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import random
 import re
 from dataclasses import asdict, dataclass
@@ -22,10 +23,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cloud.registry import PROVIDERS
 from gpuadvisor.errors import GpuAdvisorError
+from gpuadvisor.textfile import unreadable
 from gpuadvisor.vocab import check_precision
+from profiler.limits import MAX_CLOUD_NODES, MAX_TRIALS
 
 SINK_SCHEMES = ("file://", "gs://", "s3://")
 LOCAL_INSTANCE_TYPE = "local-cpu"
+MAX_LIST_VALUE = 1 << 20  # nodes and batch sizes: beyond any cluster or memory
 
 
 class SpecError(GpuAdvisorError, ValueError):
@@ -42,8 +46,9 @@ class LifetimeDistribution(_Strict):
     """A node's lifetime drawn from a distribution, as a spot market would end it."""
 
     distribution: Literal["exponential", "weibull"]
-    mean_seconds: float = Field(gt=0)
-    shape: float = Field(default=1.0, gt=0)  # Weibull shape; 1 is the exponential
+    mean_seconds: float = Field(gt=0, allow_inf_nan=False)
+    # Weibull shape; 1 is the exponential
+    shape: float = Field(default=1.0, gt=0, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _exponential_has_shape_one(self) -> LifetimeDistribution:
@@ -61,7 +66,7 @@ class Revocation(_Strict):
 
     node: int = Field(ge=0, description="node index; losing node 0, the rendezvous host, "
                       "restarts the whole job from the newest checkpoint")
-    at_seconds: float | None = Field(default=None, gt=0)
+    at_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     lifetime: LifetimeDistribution | None = None
     seed: int = 0
 
@@ -83,23 +88,27 @@ class SweepSpec(_Strict):
     nodes: list[int] = Field(default=[1], min_length=1)
     batch_per_gpu: list[int] = Field(default=[32], min_length=1)  # per worker process
     precision: list[str] = Field(default=["fp32"], min_length=1)  # gpuadvisor.vocab.PRECISIONS
-    image_size: int | None = Field(default=None, ge=8)
-    seq_len: int | None = Field(default=None, ge=8)
-    max_seconds: float = Field(default=120, gt=0)  # measuring time limit per trial
+    image_size: int | None = Field(default=None, ge=8, le=8192)
+    seq_len: int | None = Field(default=None, ge=8, le=1 << 20)
+    # measuring time limit per trial
+    max_seconds: float = Field(default=120, gt=0, allow_inf_nan=False)
     tolerance: float = Field(default=0.05, gt=0, lt=1)  # 95% interval half-width / mean
-    checkpoint_every: int | None = Field(default=None, ge=1)  # steps
+    checkpoint_every: int | None = Field(default=None, ge=1, le=10**9)  # steps
     revocation: Revocation | None = None
     region: str | None = None
     zones: list[str] = []
     instance_types: list[str] = []
     # picks the accelerator where a host takes several (GCP N1); any name gpuadvisor.gpus takes
     gpu_type: str | None = None
-    gpus_per_node: int = Field(default=0, ge=0)
-    nproc_per_node: int = Field(default=1, ge=1)
+    # the largest hosts carry 16 GPUs (a2-megagpu-16g); more processes would share them
+    gpus_per_node: int = Field(default=0, ge=0, le=16)
+    nproc_per_node: int = Field(default=1, ge=1, le=64)
     spot: bool = False
-    startup_timeout: float = Field(default=300, gt=0)  # s a node may take to train
+    # s a node may take to train
+    startup_timeout: float = Field(default=300, gt=0, allow_inf_nan=False)
     results: str | None = None  # sink URL for the records
-    max_cost: float | None = Field(default=None, ge=0)  # USD for the whole sweep
+    # USD for the whole sweep
+    max_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     price_per_hour: float | None = Field(
         default=None, ge=0, allow_inf_nan=False,
         description="USD per node-hour, for an offering the catalog lacks (else the catalog's "
@@ -123,6 +132,8 @@ class SweepSpec(_Strict):
     def _positive(cls, values: list[int]) -> list[int]:
         if any(v < 1 for v in values):
             raise ValueError("every value must be 1 or more")
+        if any(v > MAX_LIST_VALUE for v in values):
+            raise ValueError(f"every value must be at most {MAX_LIST_VALUE:,}")
         return values
 
     @field_validator("precision")
@@ -158,6 +169,19 @@ class SweepSpec(_Strict):
     def _cloud_needs_instance_types(self) -> SweepSpec:
         if self.provider != "local" and not self.instance_types:
             raise ValueError(f"the {self.provider} provider needs instance_types: [...]")
+        cloud_types = set(self.instance_types) - {LOCAL_INSTANCE_TYPE}
+        if self.provider == "local" and cloud_types:
+            raise ValueError(
+                f"the local provider runs on this machine, so its runs cannot be labelled "
+                f"{', '.join(sorted(cloud_types))}; drop instance_types (or give "
+                f"[{LOCAL_INSTANCE_TYPE}]), or set provider: gcp or aws")
+        if self.provider == "local" and self.gpu_type:
+            raise ValueError(f"the local provider measures this machine's own GPUs (or its "
+                             f"CPU), so its runs cannot be labelled gpu_type {self.gpu_type}; "
+                             "drop gpu_type, or set provider: gcp or aws")
+        if self.provider == "local" and self.spot:
+            raise ValueError("the local provider has no spot market; drop spot: true, or "
+                             "revoke nodes with revocation: {...}")
         at = self.revocation.at_seconds if self.revocation else None
         if at is not None and at >= self.max_seconds:
             raise ValueError(f"revocation.at_seconds {at:g} must be below max_seconds "
@@ -244,6 +268,27 @@ class Trial:
         return asdict(self)
 
 
+def check_size(spec: SweepSpec, max_trials: int | None = None,
+               max_nodes: int | None = None) -> None:
+    """Refuse a grid of more than `max_trials` trials (default MAX_TRIALS) or a cluster of more
+    than `max_nodes` nodes (default MAX_CLOUD_NODES on a cloud, the core count locally),
+    before the grid is expanded."""
+    trials = math.prod(len(values) for values in (
+        spec.models, spec.nodes, spec.instance_types or [LOCAL_INSTANCE_TYPE],
+        spec.batch_per_gpu, spec.precision))
+    max_trials = MAX_TRIALS if max_trials is None else max_trials
+    if trials > max_trials:
+        raise SpecError(f"the spec's grid has {trials:,} trials, more than max_trials "
+                        f"{max_trials:,}; shorten its lists, or raise max_trials", "max_trials")
+    if max_nodes is None:
+        max_nodes = max(2, os.cpu_count() or 2) if spec.provider == "local" else MAX_CLOUD_NODES
+    if max(spec.nodes) > max_nodes:
+        where = "this machine" if spec.provider == "local" else spec.provider
+        raise SpecError(f"the spec asks for {max(spec.nodes):,} nodes, more than max_nodes "
+                        f"{max_nodes} on {where}; give smaller nodes: [...], or raise max_nodes",
+                        "max_nodes")
+
+
 def spec_schema() -> dict[str, Any]:
     """JSON Schema of a sweep spec (docs/schemas/sweep_spec.json): the models' own, with the
     lists that also take one value saying so."""
@@ -262,6 +307,8 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Swee
         text = path.read_text()
     except FileNotFoundError:
         raise SpecError(f"{path}: no such spec file; see specs/smoke.yaml for an example") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"spec {unreadable(path, exc)}") from None
     return spec_from_yaml(text, str(path), overrides)
 
 

@@ -65,8 +65,9 @@ def _report_changes(changes, written: list[str], fmt: Format) -> None:
 
 
 @contextmanager
-def _reading():
-    """Reads a catalog: its stale-price warnings printed, a CatalogError a one-line error."""
+def _reading(given: bool = False):
+    """Reads a catalog: its stale-price warnings printed, a CatalogError a one-line error
+    (exit 2 for a file the user `given`, 1 for the catalog in use)."""
     from cloud.catalog import CatalogError, StaleCatalogWarning
 
     with warnings.catch_warnings(record=True) as caught:
@@ -74,7 +75,8 @@ def _reading():
         try:
             yield
         except CatalogError as error:
-            fail(f"{error}; restore the file or rebuild it with `advisor catalog refresh`", 1)
+            fail(f"{error}; restore the file or rebuild it with `advisor catalog refresh`",
+                 2 if given else 1)
     for warning in caught:
         warn(str(warning.message))
 
@@ -105,8 +107,10 @@ def show(
 
     if provider is not None and provider not in PROVIDERS:
         fail(f"unknown provider {provider!r}; accepted: {', '.join(PROVIDERS)}")
-    with _reading():
+    with _reading(bool(file)):
         catalog = load_catalog(file, include_retired=include_retired)
+    if file and not catalog.offerings:
+        fail(f"{', '.join(map(str, file))} holds no offering; give a catalog with rows")
     try:
         catalog = catalog.filter(provider=provider, region=region, gpu=gpu, spot=spot)
     except CatalogError as error:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -27,13 +28,32 @@ PUBLISHED_FILE = typer.Argument(None, help="CSV in the form of the shipped "
                                 "published_throughput.csv (default: that file)")
 
 
+@contextmanager
 def _open(store: Path):
+    """The store to import into. An import that fails leaves no store where there was none
+    (or an empty file as it was): the data is checked only once the store is open."""
     from gpuadvisor.store import Store, StoreError
 
+    new = not store.exists() or (store.is_file() and store.stat().st_size == 0)
+    existed = store.exists()
     try:
-        return Store(store)
-    except StoreError as exc:
-        fail_with(exc)
+        with Store(store) as db:
+            yield db
+    except BaseException as exc:
+        if new:
+            _remove_new_store(store, existed)
+        if isinstance(exc, StoreError):
+            fail_with(exc)
+        raise
+
+
+def _remove_new_store(store: Path, existed: bool) -> None:
+    for leftover in (Path(f"{store}-wal"), Path(f"{store}-shm")):
+        leftover.unlink(missing_ok=True)
+    if existed:
+        store.write_bytes(b"")
+    else:
+        store.unlink(missing_ok=True)
 
 
 def _report(result, store: Path, fmt: Format) -> None:

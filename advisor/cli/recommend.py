@@ -115,6 +115,8 @@ def recommend(
     gpu: list[str] | None = typer.Option(
         None, help="only these GPUs or families: T4, V100, A100-80GB, A100, ..."),
     max_nodes: int = typer.Option(8, help="largest cluster to consider, in nodes"),
+    max_nodes_limit: int | None = typer.Option(
+        None, "--max-nodes-limit", min=1, help="allow --max-nodes above 64 (a longer search)"),
     market: str | None = typer.Option(None, help="only this market: on-demand | spot"),
     max_gpus: int | None = typer.Option(
         None, help="at most this many GPUs in all (what your quota allows)"),
@@ -163,6 +165,8 @@ def recommend(
         emit_json(recommendation_schema())
         return
     model = _model(model, model_argument) if card is None else model or model_argument
+    if plot is not None:
+        _check_plot(plot)
     try:
         result = run(model, card=card, tokens=tokens, seq_len=seq_len, image_size=image_size,
                      deadline=deadline, budget=budget, confidence=confidence,
@@ -170,7 +174,8 @@ def recommend(
                      global_batch=global_batch, batch_policy=batch_policy, precision=precision,
                      providers=provider or (), regions=region or (),
                      gpus=gpu or (), max_nodes=max_nodes, artifact=artifact, catalog=catalog,
-                     top=top, market=market, max_gpus=max_gpus)
+                     top=top, market=market, max_gpus=max_gpus,
+                     max_nodes_limit=max_nodes_limit)
     except AdvisorError as error:
         fail_with(error, FLAGS)
     for message in result.warnings:
@@ -184,6 +189,15 @@ def recommend(
                           f"{result.workload.model}: time and cost of every plan")
         except (OSError, RuntimeError) as error:
             fail(f"cannot write the plot {plot}: {error}")
+
+
+def _check_plot(plot: Path) -> None:
+    """Refuse, before any work, a --plot that names no writable file (matplotlib would write
+    DIR.png beside a directory)."""
+    if plot.is_dir():
+        fail(f"--plot {plot} is a directory; give a file name such as {plot / 'frontier.png'}")
+    if not plot.parent.is_dir():
+        fail(f"--plot {plot}: no folder {plot.parent}; create it or give another file name")
 
 
 def _model(option: str | None, argument: str | None) -> str:

@@ -48,7 +48,10 @@ def _per_model(folder: Path, column: str) -> dict[str, int]:
 
     out = {}
     for path in sorted(folder.glob("*.csv")):
-        frame = pd.read_csv(path)
+        try:
+            frame = pd.read_csv(path)
+        except ValueError:  # empty, binary or broken: the import reports the files it reads
+            continue
         if {"Model", column} <= set(frame.columns):
             for model, count in zip(frame["Model"], frame[column]):
                 if pd.notna(count):

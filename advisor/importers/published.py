@@ -17,6 +17,7 @@ card at the row's own input size, `matched_card`), import_fingerprint, and netwo
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from cloud.gpus import gpu_spec
 from gpuadvisor import data
 from gpuadvisor.cards import card_name, load_cards
 from gpuadvisor.store import Store
+from gpuadvisor.textfile import unreadable
 
 SOURCE = "published"
 FILE = "published_throughput.csv"
@@ -33,8 +35,19 @@ COLUMNS = ("model", "model_as_published", "in_zoo", "framework", "gpu", "gpu_as_
            "seq_len", "throughput", "unit", "software", "as_of", "source", "notes")
 
 
-def _int(value: str) -> int | None:
-    return int(value) if value else None
+def _int(value: str, column: str) -> int | None:
+    """A positive count the store can hold (an SQLite integer), or None for an empty cell."""
+    number = int(value) if value else None
+    if number is not None and not 0 < number < 2**63:
+        raise ValueError(f"{column} is {value[:20]}, expected a count of 1 or more")
+    return number
+
+
+def _positive(value: str, column: str) -> float:
+    number = float(value)
+    if not (number > 0 and math.isfinite(number)):
+        raise ValueError(f"{column} is {value[:20]}, expected a positive number")
+    return number
 
 
 def trial_key(row: dict[str, str]) -> str:
@@ -56,7 +69,7 @@ def trial_key(row: dict[str, str]) -> str:
 def _nodes(row: dict[str, str]) -> int:
     """Nodes of a multi-node figure: the optional column `nodes` (empty or absent: one; its
     companion `network_gbps` gives each node's inter-node bandwidth)."""
-    return int(row.get("nodes") or 1)
+    return _int(row.get("nodes") or "1", "nodes")
 
 
 def matched_card(row: dict[str, str], cards: dict[str, dict]) -> str | None:
@@ -67,7 +80,7 @@ def matched_card(row: dict[str, str], cards: dict[str, dict]) -> str | None:
     if card is None:
         return None
     column = "seq_len" if card["task"] == "text" else "image_size"
-    size = _int(row[column])
+    size = _int(row[column], column)
     if size is None or size == card[column]:
         return row["model"]
     name = card_name(row["model"], size)
@@ -78,11 +91,12 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
     """The trial of one published row; `cards` (default: the model cards in use) match it
     to the card at its input size (`extra.card`)."""
     gpu = gpu_spec(row["gpu"]).gpu  # KeyError names the known GPUs
-    nodes, gpus = _nodes(row), int(row["num_gpus"])
+    nodes, gpus = _nodes(row), _int(row["num_gpus"] or "0", "num_gpus")
     if nodes < 1 or gpus % nodes:
         raise ValueError(f"num_gpus {gpus} is not a whole number of GPUs on each of "
                          f"{nodes} nodes")
-    extra = {"network_gbps": float(row["network_gbps"])} if row.get("network_gbps") else {}
+    extra = ({"network_gbps": _positive(row["network_gbps"], "network_gbps")}
+             if row.get("network_gbps") else {})
     return {
         "trial_key": trial_key(row),
         "sweep": "published",
@@ -94,11 +108,11 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
         "nodes": nodes,
         "sync": "allreduce",
         "model": row["model"],
-        "batch_per_gpu": _int(row["batch_per_gpu"]),
+        "batch_per_gpu": _int(row["batch_per_gpu"], "batch_per_gpu"),
         "precision": row["precision"],
-        "image_size": _int(row["image_size"]),
-        "seq_len": _int(row["seq_len"]),
-        "throughput": float(row["throughput"]),
+        "image_size": _int(row["image_size"], "image_size"),
+        "seq_len": _int(row["seq_len"], "seq_len"),
+        "throughput": _positive(row["throughput"], "throughput"),
         "software": {"container": row["software"], "framework": row["framework"]},
         "extra": {
             "citation": row["source"],
@@ -107,7 +121,7 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
             "notes": row["notes"],
             "model_as_published": row["model_as_published"],
             "gpu_as_published": row["gpu_as_published"],
-            "tokens_per_gpu_batch": _int(row["tokens_per_gpu_batch"]),
+            "tokens_per_gpu_batch": _int(row["tokens_per_gpu_batch"], "tokens_per_gpu_batch"),
             "card": matched_card(row, load_cards() if cards is None else cards),
             **extra,
         },
@@ -119,13 +133,19 @@ def load_published(path: Path | None = None) -> list[dict[str, Any]]:
     if not path.is_file():
         raise ImportDataError(f"{path} is not a file; give a CSV in the form of the shipped "
                               f"{FILE} (or no FILE for that one)")
-    with open(path, newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ImportDataError(f"{path} lacks columns {', '.join(missing)} (the form of "
-                                  f"the shipped {FILE})")
-        rows = list(reader)
+    try:
+        with open(path, newline="") as handle:
+            reader = csv.DictReader(handle)
+            missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise ImportDataError(f"{path} lacks columns {', '.join(missing)} (the form "
+                                      f"of the shipped {FILE})")
+            rows = list(reader)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImportDataError(unreadable(path, exc)) from None
+    if not rows:
+        raise ImportDataError(f"{path} holds no figures, only its header; add rows in the form "
+                              f"of the shipped {FILE}")
     cards = load_cards()
     trials = []
     for line, row in enumerate(rows, start=2):

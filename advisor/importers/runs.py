@@ -25,6 +25,7 @@ from gpuadvisor.store import (
     TRIAL_COLUMNS,
     Store,
 )
+from gpuadvisor.textfile import unreadable
 
 CHILDREN = {"revocations": REVOCATION_COLUMNS, "startups": STARTUP_COLUMNS,
             "checkpoints": CHECKPOINT_COLUMNS}
@@ -34,15 +35,19 @@ IDENTITY = ("sweep", "trial_key", "status", "recorded_at", "source")
 @cache
 def _schema(name: str, columns: tuple[tuple[str, str], ...]):
     """A pydantic model of one table's row: SQL types -> Python types, NOT NULL -> required,
-    unknown keys refused."""
-    from pydantic import ConfigDict, create_model
+    unknown keys, NaN or infinite numbers and integers beyond SQLite's refused."""
+    from typing import Annotated
 
-    kinds = {"TEXT": str, "INTEGER": int, "REAL": float}
+    from pydantic import ConfigDict, Field, create_model
+
+    sqlite_int = Annotated[int, Field(ge=-(2**63), lt=2**63)]
+    kinds = {"TEXT": str, "INTEGER": sqlite_int, "REAL": float}
     fields: dict[str, Any] = {"id": (int | None, None), "trial_id": (int | None, None)}
     for column, sql in columns:
         kind = Any if column in JSON_COLUMNS else kinds[sql.split()[0]]
         fields[column] = (kind, ...) if "NOT NULL" in sql else (kind | None, None)
-    return create_model(name, __config__=ConfigDict(extra="forbid", strict=False), **fields)
+    return create_model(name, __config__=ConfigDict(extra="forbid", strict=False,
+                                                   allow_inf_nan=False), **fields)
 
 
 def _validated(table: str, columns: dict[str, str], row: Any, where: str) -> dict[str, Any]:
@@ -71,7 +76,10 @@ def load_runs(path: Path) -> list[dict[str, Any]]:
                               "`profiler runs --format json`")
     try:
         data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise ImportDataError(f"{unreadable(path, exc)} written by `profiler runs --format "
+                              "json`") from None
+    except json.JSONDecodeError as exc:
         raise ImportDataError(f"{path} is not JSON ({exc}); give a file written by "
                               "`profiler runs --format json`") from None
     if not isinstance(data, list):

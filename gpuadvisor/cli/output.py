@@ -44,14 +44,16 @@ def flag_words(error: Exception | str, flags: Mapping[str, str] | None = None,
                parameters: Sequence[str] | None = None) -> str:
     """The message with the API parameters it names (the error's `parameters`, or those
     given) worded as the command's flags: max_nodes -> --max-nodes; `flags` maps a
-    parameter whose flag is named otherwise (gpus -> gpu gives --gpu)."""
-    message = str(error)
+    parameter whose flag is named otherwise (gpus -> gpu gives --gpu). A command quoted in
+    backticks (`advisor catalog refresh`) is left as it is."""
     if parameters is None:
         parameters = getattr(error, "parameters", ())
+    parts = str(error).split("`")
     for parameter in parameters:
         flag = "--" + (flags or {}).get(parameter, parameter).replace("_", "-")
-        message = re.sub(rf"(?<![-\w]){re.escape(parameter)}(?!\w)", flag, message)
-    return message
+        parts[::2] = [re.sub(rf"(?<![-\w]){re.escape(parameter)}(?!\w)", flag, part)
+                      for part in parts[::2]]
+    return "`".join(parts)
 
 
 def report_error(message: str, code: int) -> int:

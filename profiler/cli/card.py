@@ -39,9 +39,10 @@ def card(
                                        "returning the model's input"),
     name: str | None = typer.Option(None, "--name", help="your card's name (default: the "
                                     "config's folder or the callable's name)"),
-    image_size: int | None = typer.Option(None, "--image-size", min=16,
+    # bounded as a sweep spec's are: past them the tracing itself runs out of memory
+    image_size: int | None = typer.Option(None, "--image-size", min=16, max=8192,
                                           help="image models: pixels a side"),
-    seq_len: int | None = typer.Option(None, "--seq-len", min=1,
+    seq_len: int | None = typer.Option(None, "--seq-len", min=1, max=1 << 20,
                                        help="text models: tokens a sequence"),
     batch_per_gpu: int | None = typer.Option(None, "--batch-per-gpu", min=1,
                                              help="the card's default micro-batch per GPU"),

@@ -35,11 +35,16 @@ def ingest(
         profiler ingest gs://my-bucket/runs --store runs.db --format json
     """
     from cloud.provider import ProviderError
+    from cloud.sinks import clusters
     from gpuadvisor.records import RecordError
     from gpuadvisor.store import Store, StoreError
     from profiler.reingest import reingest
 
     try:
+        # checked before the store is opened, so that a wrong URL makes no store
+        if not results.strip() or not clusters(results):
+            fail(f"no sweep records under {results!r}; give the sweep's --results URL "
+                 "(by default runs/records beside its store: file://runs/records)")
         with Store(store) as opened:
             done = reingest(results, opened)
     except (StoreError, ProviderError, RecordError, OSError) as exc:  # SinkError: ProviderError

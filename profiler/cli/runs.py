@@ -30,7 +30,7 @@ def runs(
                                           "instead of stdout (required for parquet)"),
     sweep: str | None = typer.Option(None, "--sweep", help="only this sweep's trials"),
     model: str | None = typer.Option(None, "--model", help="only trials of this model"),
-    show: int | None = typer.Option(None, "--show", metavar="TRIAL_ID",
+    show: int | None = typer.Option(None, "--show", metavar="TRIAL_ID", min=1, max=2**63 - 1,
                                        help="one trial in full, with its revocations, "
                                        "start-ups and checkpoints"),
 ) -> None:

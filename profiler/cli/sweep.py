@@ -9,6 +9,7 @@ import typer
 from gpuadvisor.cli.output import Format, emit, emit_json, fail, fail_with
 from gpuadvisor.cli.settings import envvar
 from profiler.cli.app import app
+from profiler.limits import MAX_CLOUD_NODES, MAX_TRIALS
 
 
 @app.command()
@@ -26,6 +27,12 @@ def sweep(
                                 help="where nodes write their records: file://DIR, "
                                 "gs://BUCKET/PREFIX, s3://... (default: runs/records beside "
                                 "the store)"),
+    max_trials: int = typer.Option(
+        MAX_TRIALS, "--max-trials", min=1,
+        help="refuse a spec whose grid holds more trials than this"),
+    max_nodes: int = typer.Option(
+        None, "--max-nodes", min=1, help="refuse a spec asking for larger clusters (default: "
+        f"{MAX_CLOUD_NODES} on a cloud; locally, this machine's core count)"),
     fmt: Format = typer.Option(Format.table, "--format",
                                help="table or json (the trials' summary; with --dry-run the "
                                "plan)"),
@@ -55,10 +62,12 @@ def sweep(
 
     try:
         if dry_run:
-            _print_dry_run(plan(spec_path, store=store, provider=provider, results=results), fmt)
+            _print_dry_run(plan(spec_path, store=store, provider=provider, results=results,
+                                max_trials=max_trials, max_nodes=max_nodes), fmt)
             return
         result = run(spec_path, store=store, provider=provider, results=results,
-                     max_cost=max_cost, progress=True)
+                     max_cost=max_cost, progress=True, max_trials=max_trials,
+                     max_nodes=max_nodes)
     except KeyboardInterrupt:
         fail("interrupted: every node was terminated; finished trials are in the store, "
              "re-run the same command to resume", code=130)
