@@ -10,8 +10,10 @@ from __future__ import annotations
 import http.client
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
+
+from fakes.local_server import QuietHandler, start
 
 # fault -> (HTTP status, EC2 error code, message), as EC2 answers them
 ERRORS = {
@@ -84,7 +86,7 @@ def error_body(code: str, message: str) -> bytes:
 def serve(proxy: FaultProxy) -> tuple[ThreadingHTTPServer, str]:
     """Start the proxy on a free port; returns the server and its endpoint URL."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         protocol_version = "HTTP/1.1"
 
         def _answer(self):
@@ -121,10 +123,4 @@ def serve(proxy: FaultProxy) -> tuple[ThreadingHTTPServer, str]:
 
         do_GET = do_POST = do_PUT = do_DELETE = _answer
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                     daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_port}"
+    return start(Handler)

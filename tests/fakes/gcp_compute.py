@@ -21,9 +21,11 @@ import re
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
+
+from fakes.local_server import QuietHandler, start
 
 RESPONSES = Path(__file__).parent / "gcp_responses"
 ZONE_PATH = re.compile(r"^/compute/v1/projects/([^/]+)/zones/([^/]+)/(instances|operations)"
@@ -219,7 +221,7 @@ def serve(fake: FakeCompute) -> tuple[ThreadingHTTPServer, str]:
     """Start the fake on a free port; returns the server and its endpoint URL."""
     lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def _answer(self):
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
@@ -238,10 +240,4 @@ def serve(fake: FakeCompute) -> tuple[ThreadingHTTPServer, str]:
 
         do_GET = do_POST = do_DELETE = _answer
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                     daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_port}"
+    return start(Handler)

@@ -7,8 +7,10 @@ from __future__ import annotations
 import email
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlparse
+
+from fakes.local_server import QuietHandler, start
 
 
 class FakeGcs:
@@ -61,7 +63,7 @@ def _json(status: int, payload: dict) -> tuple[int, bytes, str]:
 def serve(fake: FakeGcs) -> tuple[ThreadingHTTPServer, str]:
     lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def _answer(self):
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
@@ -75,13 +77,7 @@ def serve(fake: FakeGcs) -> tuple[ThreadingHTTPServer, str]:
 
         do_GET = do_POST = _answer
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                     daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_port}"
+    return start(Handler)
 
 
 def storage_client(endpoint: str):
