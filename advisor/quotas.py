@@ -84,6 +84,7 @@ def quota_note(plan: dict, vcpus: int) -> str | None:
         per_node = plan["gpus_per_node"] if quota.unit == "GPUs" else vcpus
         need = plan["nodes"] * per_node
         if need > quota.fresh_default:
-            notes.append(f"{quota.name} ({quota.code}): needs {need} {quota.unit}, a fresh "
+            unit = quota.unit.removesuffix("s") if need == 1 else quota.unit  # 1 GPU, 2 GPUs
+            notes.append(f"{quota.name} ({quota.code}): needs {need} {unit}, a fresh "
                          f"account has {quota.fresh_default:g}")
     return "; ".join(notes) or None
