@@ -53,6 +53,18 @@ class CardError(GpuAdvisorError, ValueError):
     exit_code = 2
 
 
+def check_input_size(task: str, what: str, image_size: int | None,
+                     seq_len: int | None) -> None:
+    """`image_size` goes with image models, `seq_len` with text models; CardError naming
+    the parameter to use otherwise (`what`: the model or file the card is of)."""
+    if image_size and task != "image":
+        raise CardError(f"{what} is a text model: use seq_len, not image_size", "seq_len",
+                        "image_size")
+    if seq_len and task != "text":
+        raise CardError(f"{what} is an image model: use image_size, not seq_len", "image_size",
+                        "seq_len")
+
+
 def card_name(model: str, size: int | None = None) -> str:
     """The name of `model`'s card at input size `size` (tokens or pixels a side)."""
     return f"{base_model(model)}{SIZE_SEPARATOR}{size}" if size else base_model(model)

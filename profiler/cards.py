@@ -14,7 +14,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from datetime import date
 
-from gpuadvisor.cards import CardError, card_name
+from gpuadvisor.cards import card_name, check_input_size
 from profiler import zoo
 from profiler.operators import operator_split
 
@@ -140,12 +140,7 @@ def compute_card(name: str, image_size: int | None = None, seq_len: int | None =
     `image_size` applies to image models only, `seq_len` to text models only (CardError
     otherwise)."""
     entry = zoo.resolve(name)
-    if image_size and entry.task != "image":
-        raise CardError(f"{entry.name} is a text model: use seq_len, not image_size",
-                        "seq_len", "image_size")
-    if seq_len and entry.task != "text":
-        raise CardError(f"{entry.name} is an image model: use image_size, not seq_len",
-                        "image_size", "seq_len")
+    check_input_size(entry.task, entry.name, image_size, seq_len)
 
     image_size = image_size or entry.image_size
     seq_len = seq_len or entry.seq_len

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuadvisor.cards import CardError, check_card
+from gpuadvisor.cards import CardError, check_card, check_input_size
 from gpuadvisor.textfile import unreadable
 from profiler import cards
 
@@ -43,7 +43,7 @@ def config_card(path: Path, name: str | None, work: Workload) -> dict:
     transformers = _transformers()
     config, head = _config(Path(path), transformers)
     task = "image" if head == "image" else "text"
-    _check_size(work, task, str(path))
+    check_input_size(task, str(path), work.image_size, work.seq_len)
     if task == "image":
         size = work.image_size or getattr(config, "image_size", None)
         if not size:
@@ -122,15 +122,6 @@ def _card(name: str, family: str, task: str, size: int | None, work: Workload,
             "batch_per_gpu": work.batch_per_gpu or DEFAULT_BATCH[task],
             **measured, **cards.versions(), "source": f"{source}: {cards.METHOD}"}
     return check_card(card, f"the card of {name}")
-
-
-def _check_size(work: Workload, task: str, what: str) -> None:
-    if work.image_size and task != "image":
-        raise CardError(f"{what} is a text model: use seq_len, not image_size", "seq_len",
-                        "image_size")
-    if work.seq_len and task != "text":
-        raise CardError(f"{what} is an image model: use image_size, not seq_len", "image_size",
-                        "seq_len")
 
 
 def _transformers():

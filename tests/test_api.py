@@ -307,7 +307,8 @@ def test_every_library_error_derives_from_the_neutral_base():
 
 
 def test_a_card_size_the_model_does_not_take_names_the_parameter():
-    from profiler.cards import CardError, compute_card
+    from gpuadvisor.cards import CardError
+    from profiler.cards import compute_card
 
     with pytest.raises(CardError, match="gpt2 is a text model: use seq_len") as raised:
         compute_card("gpt2", image_size=64)

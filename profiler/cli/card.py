@@ -100,10 +100,6 @@ def card(
             entry = zoo.resolve(model)
         except zoo.UnknownModelError as exc:
             fail(str(exc))
-        if image_size and entry.task != "image":
-            fail(f"{entry.name} is a text model: use --seq-len, not --image-size")
-        if seq_len and entry.task != "text":
-            fail(f"{entry.name} is an image model: use --image-size, not --seq-len")
         computed = _compute([entry.name], image_size, seq_len, batch_per_gpu)[0]
     else:
         computed = _own(config, build, example, name, image_size, seq_len, batch_per_gpu,
