@@ -15,8 +15,7 @@ from advisor.candidates import Candidates
 from advisor.errors import NoPlanError, ParameterError
 from advisor.reasons import Cut, Reason
 from gpuadvisor import data
-
-MARKETS = ("on-demand", "spot")
+from gpuadvisor.vocab import MARKETS
 
 
 @dataclass(frozen=True)

@@ -19,15 +19,10 @@ import numpy as np
 from advisor.errors import ParameterError
 from advisor.memory import ModelMemory, optimizer_for
 from gpuadvisor.cards import base_model, card_name
-from gpuadvisor.vocab import VocabError, check_precision
+from gpuadvisor.vocab import BATCH_POLICIES, VocabError, check_precision
 
-GIB = 2.0**30
 # Token counts as people write them: 20B, 1.5T, 500M, 300k (decimal, as LLM papers count).
 TOKEN_UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
-# Or et al. (2020)'s two rules for a cluster of a different size: keep the global batch (the
-# per-GPU share shrinks, the optimization is unchanged), or keep the per-GPU batch (the global
-# batch grows with the GPUs, and so may the epochs needed to converge).
-BATCH_POLICIES = ("fixed-global", "fixed-per-gpu")
 # The global batch of a card's recipe when neither the card nor datasets/recipe_batches.csv
 # names one: its per-GPU batch on the 8-GPU node the zoo's reference recipes were published on.
 RECIPE_GPUS = 8

@@ -38,6 +38,10 @@ PRECISION_MEANING = {
 HALF_PRECISIONS = ("amp", "bf16")  # 16-bit activations and tensor-core math
 
 MARKETS = ("on-demand", "spot")  # market(False), market(True)
+# Or et al. (2020)'s two rules for a cluster of a different size: keep the global batch (the
+# per-GPU share shrinks, the optimization is unchanged), or keep the per-GPU batch (the global
+# batch grows with the GPUs, and so may the epochs needed to converge).
+BATCH_POLICIES = ("fixed-global", "fixed-per-gpu")
 
 THROUGHPUT_CI_LEVEL = 0.95  # the store's throughput_lo/hi: this confidence interval of the mean
 PREDICTION_INTERVAL_LEVEL = 0.9  # a prediction's [lo, hi]: this calibrated prediction interval

@@ -28,7 +28,6 @@ class RecommendFormat(str, Enum):
 # The flag of each API parameter whose name differs from it.
 FLAGS = {"providers": "provider", "regions": "region", "gpus": "gpu",
          "batch_per_gpu": "batch-size"}
-BATCH_POLICIES = ("fixed-global", "fixed-per-gpu")
 CUT_WORDS = {
     Reason.PROVIDER_FILTER: "provider filter", Reason.REGION_FILTER: "region filter",
     Reason.GPU_FILTER: "GPU filter", Reason.NO_THROUGHPUT: "no throughput prediction",
