@@ -17,10 +17,12 @@ class Reingested:
     without_trial: list[str] = field(default_factory=list)  # clusters with no trial record
 
 
-def reingest(url: str, store: Store, *, client=None) -> Reingested:
-    """Store every trial record under `url` that `store` does not hold yet."""
+def reingest(url: str, store: Store, *, client=None,
+             found: list[str] | None = None) -> Reingested:
+    """Store every trial record under `url` that `store` does not hold yet; `found`: the
+    sink's clusters when the caller has listed them already (`cloud.sinks.clusters`)."""
     out = Reingested()
-    for cluster in clusters(url, client=client):
+    for cluster in clusters(url, client=client) if found is None else found:
         sink = open_sink(url, cluster, client=client)
         try:
             kept = [r for r in sink.read_all() if r["type"] == "trial"]

@@ -42,11 +42,12 @@ def ingest(
 
     try:
         # checked before the store is opened, so that a wrong URL makes no store
-        if not results.strip() or not clusters(results):
+        found = clusters(results) if results.strip() else []
+        if not found:
             fail(f"no sweep records under {results!r}; give the sweep's --results URL "
                  "(by default runs/records beside its store: file://runs/records)")
         with Store(store) as opened:
-            done = reingest(results, opened)
+            done = reingest(results, opened, found=found)
     except (StoreError, ProviderError, RecordError, OSError) as exc:  # SinkError: ProviderError
         fail(str(exc))
     if fmt is Format.json:
