@@ -8,25 +8,20 @@ import os
 import signal
 import subprocess
 import time
-from types import SimpleNamespace
 
 import psutil
 import pytest
 from test_local_provider import TREE_AGENT, _child, _spec
-from test_orchestrator_polls import SPEC, Clock, CloudLike
+from test_orchestrator_polls import SPEC, CloudLike, run_on_clock
 from test_sweep import PROFILER, TINY, _is_worker, _node_processes
 from typer.testing import CliRunner
 
 from cloud.local import LocalProvider
 from cloud.provider import NodeState, ProviderEvent
-from cloud.sinks import open_sink
 from gpuadvisor.records import make
 from gpuadvisor.store import Store
-from profiler import orchestrator, revocation
 from profiler.cli import COMMAND_MODULES, app
-from profiler.orchestrator import TrialRun, deferred_interrupts
-from profiler.progress import SweepDisplay
-from profiler.spec import parse_spec
+from profiler.orchestrator import deferred_interrupts
 
 for _name in COMMAND_MODULES:  # register every command, as the console script does
     __import__(f"profiler.cli.{_name}")
@@ -133,21 +128,7 @@ class Scripted(CloudLike):
 def _run_scripted(tmp_path, monkeypatch, spec_dict, script):
     """One trial against Scripted, its nodes' records written by `script(pause, now, sink,
     provider)`; returns (stored trial row, its revocations, provider)."""
-    spec = parse_spec(spec_dict)
-    [trial] = spec.trials()
-    results = f"file://{tmp_path / 'records'}"
-    cluster = {}
-    clock = Clock(lambda pause, now: script(pause, now, open_sink(results, cluster["name"]),
-                                            provider))
-    fake_time = SimpleNamespace(time=clock.time, sleep=clock.sleep)
-    monkeypatch.setattr(orchestrator, "time", fake_time)
-    monkeypatch.setattr(revocation, "time", fake_time)
-    provider = Scripted(clock)
-    with Store(tmp_path / "runs.db") as store:
-        run = TrialRun(spec, trial, provider, results, SweepDisplay(1, enabled=False))
-        cluster["name"] = run.cluster.cluster
-        row = run.run(store)
-        return row, store.rows("revocations", {"trial_id": row["id"]}), provider
+    return run_on_clock(tmp_path, monkeypatch, spec_dict, Scripted, script)[:3]
 
 
 def _train(sink, now, restart_from=None):

@@ -78,14 +78,29 @@ def test_clouds_are_polled_every_15_s_and_this_machine_every_half_second():
     assert LocalProvider.poll_interval_s == 0.5
 
 
-def test_a_trial_is_looked_at_once_per_interval_and_revoked_on_time(tmp_path, monkeypatch):
-    spec = parse_spec(SPEC)
+def run_on_clock(tmp_path, monkeypatch, spec_dict, provider_class, write):
+    """One trial on a scripted clock against `provider_class(clock)`, its nodes' records
+    written by `write(pause, now, sink, provider)` at each of the orchestrator's pauses;
+    returns (stored trial row, its revocations, provider, clock)."""
+    spec = parse_spec(spec_dict)
     [trial] = spec.trials()
     results = f"file://{tmp_path / 'records'}"
     cluster = {}
+    clock = Clock(lambda pause, now: write(pause, now, open_sink(results, cluster["name"]),
+                                           provider))
+    fake_time = SimpleNamespace(time=clock.time, sleep=clock.sleep)
+    monkeypatch.setattr(orchestrator, "time", fake_time)
+    monkeypatch.setattr(revocation, "time", fake_time)
+    provider = provider_class(clock)
+    with Store(tmp_path / "runs.db") as store:
+        run = TrialRun(spec, trial, provider, results, SweepDisplay(1, enabled=False))
+        cluster["name"] = run.cluster.cluster
+        row = run.run(store)
+        return row, store.rows("revocations", {"trial_id": row["id"]}), provider, clock
 
-    def nodes_write(pause: int, now: float) -> None:
-        sink = open_sink(results, cluster["name"])
+
+def test_a_trial_is_looked_at_once_per_interval_and_revoked_on_time(tmp_path, monkeypatch):
+    def nodes_write(pause: int, now: float, sink, _provider) -> None:
         if pause == 1:  # both nodes took their first step 3 s ago
             for node in (0, 1):
                 sink.append(make("first_step", node=node, rank=node, restart=0, t=now - 3))
@@ -94,19 +109,12 @@ def test_a_trial_is_looked_at_once_per_interval_and_revoked_on_time(tmp_path, mo
                              batch_per_gpu=8, precision="fp32", world_size=2, device="cpu",
                              throughput=50.0, steps_measured=40, stable=True))
 
-    clock = Clock(nodes_write)
-    fake_time = SimpleNamespace(time=clock.time, sleep=clock.sleep)
-    monkeypatch.setattr(orchestrator, "time", fake_time)
-    monkeypatch.setattr(revocation, "time", fake_time)
-    provider = CloudLike(clock)
-    with Store(tmp_path / "runs.db") as store:
-        run = TrialRun(spec, trial, provider, results, SweepDisplay(1, enabled=False))
-        cluster["name"] = run.cluster.cluster
-        row = run.run(store)
+    row, _, provider, clock = run_on_clock(tmp_path, monkeypatch, SPEC, CloudLike, nodes_write)
     assert row["status"] == "finished", row["error"]
     # One interval, then only as long as the revocation (5 s after the first step) needs.
     assert clock.pauses == [15.0, pytest.approx(2.0), 15.0]
     assert provider.revoked == [(1, pytest.approx(1017.0))] and provider.launches == 2
     # The first attempt measures past the revocation by at least one poll interval.
+    [trial] = parse_spec(SPEC).trials()
     assert min_seconds(trial, provider) == 5 + 15.0
     assert min_seconds(trial, LocalProvider(state_dir=tmp_path)) == 5 + 3.0
