@@ -13,7 +13,7 @@ import psutil
 import pytest
 from test_local_provider import TREE_AGENT, _child, _spec
 from test_orchestrator_polls import SPEC, CloudLike, run_on_clock
-from test_sweep import PROFILER, TINY, _is_worker, _node_processes
+from test_sweep import PROFILER, TINY, _is_worker, _node_processes, start_long_two_node_sweep
 from typer.testing import CliRunner
 
 from cloud.local import LocalProvider
@@ -43,11 +43,7 @@ def _gone_within(seconds: float, env: dict) -> list:
 
 
 def test_kill_9_of_the_sweep_takes_its_local_nodes_with_it(tmp_path, env):
-    (tmp_path / "one.yaml").write_text(TINY.replace("nodes: [1, 2]", "nodes: [2]")
-                                       .replace("max_seconds: 10", "max_seconds: 300"))
-    sweep = subprocess.Popen([*PROFILER, "sweep", str(tmp_path / "one.yaml"), "--store",
-                              str(tmp_path / "runs.db")], env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)
+    sweep = start_long_two_node_sweep(tmp_path, env, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 180
     while sum(_is_worker(p) for p in _node_processes(env)) < 2:
         assert time.monotonic() < deadline and sweep.poll() is None, sweep.communicate()

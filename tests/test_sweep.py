@@ -123,12 +123,18 @@ def test_dry_run_launches_nothing(tmp_path, env):
     assert not (tmp_path / "state").exists() and not (tmp_path / "runs.db").exists()
 
 
-def test_sigterm_terminates_every_node_and_keeps_the_store(tmp_path, env):
+def start_long_two_node_sweep(tmp_path, env, stdout) -> subprocess.Popen:
+    """`profiler sweep` of one 2-node trial that trains for up to 300 s, started in the
+    background (stderr piped), for tests that interrupt it."""
     (tmp_path / "one.yaml").write_text(TINY.replace("nodes: [1, 2]", "nodes: [2]")
                                        .replace("max_seconds: 10", "max_seconds: 300"))
-    sweep = subprocess.Popen([*PROFILER, "sweep", str(tmp_path / "one.yaml"), "--store",
-                              str(tmp_path / "runs.db")], env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([*PROFILER, "sweep", str(tmp_path / "one.yaml"), "--store",
+                             str(tmp_path / "runs.db")], env=env, stdout=stdout,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_sigterm_terminates_every_node_and_keeps_the_store(tmp_path, env):
+    sweep = start_long_two_node_sweep(tmp_path, env, stdout=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while len(list((tmp_path / "state").glob("*/node-*.json"))) < 2:
         assert time.monotonic() < deadline and sweep.poll() is None, sweep.communicate()
