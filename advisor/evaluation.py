@@ -89,8 +89,7 @@ def evaluate(store: str | Path, split: str, target: str = "throughput",
         raise EvaluateError(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")
     with Store(store, readonly=True) as db:
         features, throughput, _, skipped = throughput_data(db, include_published,
-                                                           exclude_software,
-                                                           by_source=split == "source")
+                                                           exclude_software)
     if len(throughput) == 0:
         raise EvaluateError(f"{store} holds no GPU throughput measurements with model "
                             "features; import some (`advisor data import cmdare|runs|published`)")

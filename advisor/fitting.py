@@ -30,6 +30,17 @@ from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 # Fixed a priori, never tuned on evaluation folds: a prior row weighs as much as one
 # measured configuration.
 PRIOR_STRENGTH = 1.0
+# The stacks' offsets (fit_throughput_core) average to zero over the rows: this weight makes
+# that a near-hard constraint.
+MEAN_OFFSET_WEIGHT = 100.0
+# No operator runs faster than its unit's datasheet peak or the DRAM bandwidth: the GEMM and
+# memory coefficients (inverse efficiencies of a large matrix product, a streaming kernel) are
+# at least 1, the convolution ones at least the convolutions' stated relative efficiency (a
+# convolution at the peak by its direct FLOP count). The other terms are only non-negative.
+LOWER_LOG_BOUND = np.array([
+    0.0 if term in ("compute_fp32", "compute_tensor", "memory")
+    else math.log(physics.RELATIVE_EFFICIENCY["conv"]) if term in ("conv_fp32", "conv_tensor")
+    else -np.inf for term in physics.TERMS])
 # The correction's ridge penalty is chosen inside each fit by leave-one-model-out on that
 # fit's own training data (nested in any evaluation), from this grid; few models: the largest.
 RIDGE_ALPHAS = (0.1, 1.0, 10.0, 100.0, 1000.0)
@@ -73,16 +84,14 @@ def source_family(source: str) -> str:
     return "profiler"
 
 
-def throughput_data(store, include_published: bool = True, exclude_software=(),
-                    by_source: bool = False, by_software: bool = False):
-    """(features, throughput, measured [value, lo, hi] per config, skip reasons), one row per
-    distinct configuration (repeats are reduced to their median). Trials whose recorded
-    software (container, framework, versions) contains any of `exclude_software` are left out:
-    software is a real variable the features do not carry, so superseded releases can be
-    set aside rather than read as slower GPUs. `by_source`: one row per configuration and
-    source family, named in features["source"] (never fitted: evaluation folds use it);
-    `by_software`: one row per configuration and software stack (`software_label`), named
-    in features["software"] (software_spread reads it)."""
+def throughput_data(store, include_published: bool = True, exclude_software=()):
+    """(features, throughput, measured [value, lo, hi] per configuration, skip reasons), one
+    row per distinct configuration and software stack (repeats reduced to their median), the
+    stack named in features["software"] (`software_label`) and its source family in
+    features["source"] (`source_family`; `--split source` holds it out). `measured` is keyed
+    by configuration alone: the median over every stack that measured it. Trials whose
+    recorded software (container, framework, versions) contains any of `exclude_software` are
+    left out, so that superseded releases can be set aside."""
     import pandas as pd
 
     sql = "SELECT * FROM trials WHERE status = 'finished' AND throughput > 0"
@@ -98,24 +107,24 @@ def throughput_data(store, include_published: bool = True, exclude_software=(),
             sum(superseded)
     if not kept:
         return features, np.array([]), {}, skipped
-    sources = np.array([software_label(t) if by_software else source_family(t["source"])
-                        for t in kept], dtype=str)
+    stacks = np.array([software_label(t) for t in kept], dtype=str)
     keys = config_keys(features)
-    grouped_by = by_source or by_software
     frame = pd.DataFrame({
-        "key": np.char.add(np.char.add(keys, "|"), sources) if grouped_by else keys,
+        "key": keys, "stack": stacks,
         "throughput": [t["throughput"] for t in kept],
         "lo": [t["throughput_lo"] or t["throughput"] for t in kept],
         "hi": [t["throughput_hi"] or t["throughput"] for t in kept],
     })
     frame["row"] = np.arange(len(frame))
-    grouped = frame.groupby("key", sort=True).agg(
-        throughput=("throughput", "median"), lo=("lo", "min"), hi=("hi", "max"), row=("row", "min"))
+    per_config = frame.groupby("key", sort=True).agg(
+        throughput=("throughput", "median"), lo=("lo", "min"), hi=("hi", "max"))
     measured = {key: [float(r.throughput), float(r.lo), float(r.hi)]
-                for key, r in grouped.iterrows()}
-    if grouped_by:
-        features = {**features, "software" if by_software else "source": sources}
-    return take(features, grouped["row"].to_numpy()), grouped["throughput"].to_numpy(), \
+                for key, r in per_config.iterrows()}
+    per_stack = frame.groupby(["key", "stack"], sort=True).agg(
+        throughput=("throughput", "median"), row=("row", "min"))
+    features = {**features, "software": stacks,
+                "source": np.array([source_family(t["source"]) for t in kept], dtype=str)}
+    return take(features, per_stack["row"].to_numpy()), per_stack["throughput"].to_numpy(), \
         measured, skipped
 
 
@@ -127,10 +136,9 @@ def software_label(trial: dict) -> str:
 
 def software_spread(features: dict, throughput: np.ndarray) -> tuple[list[float] | None, int]:
     """(conformal quantiles of log(one stack's figure / the median of the other stacks'
-    figures of the same configuration), how many such figures), from `throughput_data(...,
-    by_software=True)`: how far a measurement taken with one software stack (container,
-    channels-last, DALI or synthetic input) is from the same configuration measured with
-    another. This random effect of the stack is what the `measured` interval must hold;
+    figures of the same configuration), how many such figures), from `throughput_data`: how
+    far a measurement taken with one software stack (container, channels-last, DALI or
+    synthetic input) is from the same configuration measured with another. This random effect of the stack is what the `measured` interval must hold;
     None with fewer than 10 figures."""
     # The work per sample tells input sizes apart (BERT at 128 or 384 tokens): the same
     # configuration is the same workload too.
@@ -150,26 +158,52 @@ def software_spread(features: dict, throughput: np.ndarray) -> tuple[list[float]
 
 def fit_throughput_core(features: dict, throughput: np.ndarray,
                         priors: dict | None = None) -> dict:
-    """Physical coefficients and the log-linear correction (no intervals); `priors` replace
-    some of `physics.PRIOR`."""
+    """Physical coefficients, each software stack's effect and the log-linear correction (no
+    intervals); `priors` replace some of `physics.PRIOR`.
+
+    A stack (container, framework, input pipeline, fused kernels such as BERT's unpadded
+    attention) makes the same configuration 20-35% faster or slower, which no feature carries.
+    Each stack in `features["software"]` gets a log offset on its step time, pulled towards 0
+    like a coefficient towards its prior and with a row-weighted mean of 0, so the physics
+    fits the average stack instead of bending its efficiencies to one stack's fast kernels
+    (beyond the datasheet peak). A prediction is for a stack not seen: offset 0, and the
+    stacks' spread reaches the interval through the held-out residuals."""
     from scipy.optimize import least_squares
 
     log_seconds = np.log(step_seconds(features, throughput))
     X = physics.design_matrix(features)
     prior = {**physics.PRIOR, **(priors or {})}
     log_prior = np.log([prior[t] for t in physics.TERMS])
+    stack_names, stack = np.unique(np.asarray(features.get("software", np.zeros(len(X)))
+                                              ).astype(str), return_inverse=True)
+    stack = stack.reshape(-1)
+    share = np.bincount(stack, minlength=len(stack_names)) / max(len(stack), 1)
+    stacks = len(stack_names) if len(stack_names) > 1 else 0
+    terms = len(physics.TERMS)
     weight = math.sqrt(PRIOR_STRENGTH)
 
     # Log error of each configuration, plus one row per coefficient pulling it towards its
-    # prior: a term the data never exercises keeps the prior.
-    def residuals(log_theta: np.ndarray) -> np.ndarray:
+    # prior (a term the data never exercises keeps it), one per stack pulling its offset to 0
+    # and one holding the offsets' mean at 0.
+    def residuals(params: np.ndarray) -> np.ndarray:
+        log_theta, offset = params[:terms], params[terms:]
         predicted = np.log(physics.combine(X, np.exp(log_theta)))
-        return np.concatenate([predicted - log_seconds, weight * (log_theta - log_prior)])
+        if stacks:
+            predicted = predicted + offset[stack]
+        return np.concatenate([predicted - log_seconds, weight * (log_theta - log_prior),
+                               weight * offset, [MEAN_OFFSET_WEIGHT * (share[:stacks] @ offset)]])
 
-    log_theta = least_squares(residuals, log_prior, method="trf", x_scale=1.0).x
-    coefficients = {t: float(v) for t, v in zip(physics.TERMS, np.exp(log_theta))}
-    residual = log_seconds - np.log(physics.step_time(features, coefficients))
-    return {"coefficients": coefficients, "correction": fit_correction(features, residual)}
+    start = np.concatenate([log_prior, np.zeros(stacks)])
+    low = np.concatenate([LOWER_LOG_BOUND, np.full(stacks, -np.inf)])
+    start = np.maximum(start, low + 1e-9)
+    params = least_squares(residuals, start, bounds=(low, np.inf), method="trf",
+                           x_scale=1.0).x
+    coefficients = {t: float(v) for t, v in zip(physics.TERMS, np.exp(params[:terms]))}
+    offsets = params[terms:] if stacks else np.zeros(len(stack_names))
+    residual = log_seconds - offsets[stack] - np.log(physics.step_time(features, coefficients))
+    return {"coefficients": coefficients, "correction": fit_correction(features, residual),
+            "software_effects": {str(name): float(-o) for name, o in zip(stack_names, offsets)
+                                 if stacks}}
 
 
 def fit_correction(features: dict, residual: np.ndarray) -> dict:
@@ -487,8 +521,7 @@ def fit_store(path: str | Path, include_published: bool = True,
     with Store(path, readonly=True) as store:
         features, throughput, measured, skipped = throughput_data(store, include_published,
                                                                   exclude_software)
-        stacks = software_spread(*throughput_data(store, include_published, exclude_software,
-                                                  by_software=True)[:2])
+        stacks = software_spread(features, throughput)
         overheads = overhead_rows(store)
         checkpoints = [r for r in store.rows("checkpoints")
                        if include_published or r["source"] != "published"]

@@ -11,8 +11,9 @@ which side binds is decided at the prior efficiencies, so the balance point of e
 puts GEMMs, depthwise convolutions, attention, normalisation and element-wise work where they
 belong. A training step of one worker then costs
 
-    t = a_fp32 * sum F_c*b/(e_c s P_fp32)   over compute-bound classes on FP32 cores
-      + a_tensor * sum F_c*b/(e_c s P_tensor) over compute-bound classes on tensor cores
+    t = a_fp32 * sum F_c*b/(e_c s P_fp32)   over compute-bound GEMM-like classes on FP32 cores
+      + a_tensor * sum F_c*b/(e_c s P_tensor) over compute-bound GEMM-like classes on tensor cores
+      + a_conv_fp32, a_conv_tensor: the same sums over the convolution classes
       + a_mem * (sum B_c*b + step bytes + optimizer bytes) / BW_mem   (memory-bound classes)
       + a_fixed                                                  (framework, input)
       + a_launch * T + a_layer * T*b / BW_mem                    (per-layer launches, traffic)
@@ -31,7 +32,10 @@ gradient bytes, T the model's tensors (a checkpoint's count), N nodes, g GPUs pe
 workers, BW_intra the node's GPU link (NVLink/NVSwitch or PCIe of the GPU's generation) and
 BW_net the instance's network. Each coefficient `a` is the inverse of an achieved efficiency
 (or, for communication, the exposed fraction after overlap over the achieved share of
-bandwidth), so the model has few physical parameters and extrapolates to GPUs and cluster
+bandwidth), so the model has few physical parameters. Convolutions and matrix products get
+efficiencies of their own on each unit: cuDNN's convolutions (implicit GEMM with layout
+work, Winograd on FP32 cores) and cuBLAS's GEMMs reach different shares of a peak, so what a
+convolution net's rows teach must not move a transformer's GEMMs, nor the reverse and extrapolates to GPUs and cluster
 sizes it never saw. A card without the operator split is priced from its totals (all FLOPs
 as matrix products, saved activations written and read once). numpy only: it is on the
 recommend path.
@@ -46,7 +50,7 @@ from gpuadvisor.cards import OPERATOR_CLASSES
 from gpuadvisor.vocab import HALF_PRECISIONS
 
 # Order of the design-matrix columns; the artifact stores coefficients in this order.
-TERMS = ("compute_fp32", "compute_tensor", "memory", "fixed", "tensor_launch",
+TERMS = ("compute_fp32", "compute_tensor", "conv_fp32", "conv_tensor", "memory", "fixed", "tensor_launch",
          "tensor_memory", "allreduce_inter", "allreduce_intra", "ps_link", "ps_server",
          "ps_server_tensor")
 WORKER_TERMS = len(TERMS) - 2  # every term but the last two (the servers') adds to a step
@@ -66,6 +70,8 @@ SMOOTH_MAX_POWER = 4.0
 PRIOR = {
     "compute_fp32": 1 / 0.7,
     "compute_tensor": 1 / 0.7,
+    "conv_fp32": 1 / 0.7,
+    "conv_tensor": 1 / 0.7,
     "memory": 1 / 0.7,
     "fixed": 0.005,
     "tensor_launch": 1e-4,
@@ -84,6 +90,7 @@ PRIOR = {
 RELATIVE_EFFICIENCY = {"matmul": 1.0, "conv": 0.7, "grouped_conv": 0.25, "attention": 0.6,
                        "norm": 1.0, "other": 1.0}
 TENSOR_CLASSES = ("matmul", "conv", "attention")  # what cuBLAS/cuDNN run on tensor cores
+CONV_CLASSES = ("conv", "grouped_conv")  # priced with the convolution terms
 # PyTorch's defaults (since 1.12): torch.backends.cudnn.allow_tf32 = True, matmul TF32 off, so
 # `fp32` runs convolutions in TF32 on GPUs that have it and matrix products in FP32.
 FP32_DEFAULT_TF32_CLASSES = ("conv",)
@@ -248,9 +255,11 @@ def sustained_peaks(features: dict) -> tuple[np.ndarray, np.ndarray]:
     return _arr(features, "gpu_fp32_tflops") * clock, tensor * clock
 
 
-def roofline_terms(features: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Seconds at full efficiency of the compute-bound work on FP32 cores and on tensor cores
-    and of the memory-bound traffic, per row; each class binds where its prior time is longer."""
+def roofline_terms(features: dict) -> dict[str, np.ndarray]:
+    """Seconds at full efficiency, per row, of the compute-bound work of the GEMM-like and of
+    the convolution classes on FP32 cores and on tensor cores (`compute_fp32`,
+    `compute_tensor`, `conv_fp32`, `conv_tensor`) and of the memory-bound traffic (`memory`);
+    each class binds where its prior time is longer."""
     batch = _arr(features, "batch_per_gpu")
     bandwidth = _arr(features, "gpu_mem_bw_gbps") * 1e9
     fp32_peak, tensor_peak = sustained_peaks(features)
@@ -259,9 +268,8 @@ def roofline_terms(features: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     flops, nbytes, split = operator_work(features)
     efficiency = {kind: np.where(split, RELATIVE_EFFICIENCY[kind], UNSPLIT_RELATIVE_EFFICIENCY)
                   for kind in OPERATOR_CLASSES}
-    compute_fp32 = np.zeros(len(batch))
-    compute_tensor = np.zeros(len(batch))
-    memory = np.zeros(len(batch))
+    out = {name: np.zeros(len(batch)) for name in
+           ("compute_fp32", "compute_tensor", "conv_fp32", "conv_tensor", "memory")}
     with np.errstate(divide="ignore", invalid="ignore"):
         for kind in OPERATOR_CLASSES:
             peak = np.where(tensor[kind], tensor_peak, fp32_peak) * 1e12
@@ -269,18 +277,20 @@ def roofline_terms(features: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             traffic = nbytes[kind] * act_scale * batch / bandwidth
             prior = np.where(tensor[kind], PRIOR["compute_tensor"], PRIOR["compute_fp32"])
             bound = compute * prior >= traffic * PRIOR["memory"]
-            compute_tensor += np.where(bound & tensor[kind], compute, 0.0)
-            compute_fp32 += np.where(bound & ~tensor[kind], compute, 0.0)
-            memory += np.where(bound, 0.0, traffic)
+            family = "conv" if kind in CONV_CLASSES else "compute"
+            out[f"{family}_tensor"] += np.where(bound & tensor[kind], compute, 0.0)
+            out[f"{family}_fp32"] += np.where(bound & ~tensor[kind], compute, 0.0)
+            out["memory"] += np.where(bound, 0.0, traffic)
     n = len(batch)
     per_step = np.nan_to_num(_optional(features, "step_bytes", n)) \
         + OPTIMIZER_BYTES_PER_PARAM * np.nan_to_num(_arr(features, "params"))
-    return compute_fp32, compute_tensor, memory + per_step / bandwidth
+    out["memory"] = out["memory"] + per_step / bandwidth
+    return out
 
 
 def design_matrix(features: dict) -> np.ndarray:
     """Per-row seconds of each term at coefficient 1: shape (n, len(TERMS))."""
-    compute_fp32, compute_tensor, memory = roofline_terms(features)
+    roofline = roofline_terms(features)
     batch = _arr(features, "batch_per_gpu")
     nodes = _arr(features, "nodes")
     per_node = _arr(features, "gpus_per_node")
@@ -301,10 +311,11 @@ def design_matrix(features: dict) -> np.ndarray:
     ps_server_tensor = np.where(ps_sync, tensors * workers / ps_count, 0.0)
     # The layout (advisor/sharding.py): recomputed forwards, FSDP's gathers, accumulation.
     work, traffic = compute_scale(features, len(batch)), communication_scale(features, len(batch))
-    return np.column_stack([compute_fp32 * work, compute_tensor * work, memory * work, fixed,
-                            tensors * work, tensor_memory * work, inter * traffic,
-                            intra * traffic, ps_link, ps_server,
-                            ps_server_tensor]).astype(float)
+    columns = {**{name: values * work for name, values in roofline.items()}, "fixed": fixed,
+               "tensor_launch": tensors * work, "tensor_memory": tensor_memory * work,
+               "allreduce_inter": inter * traffic, "allreduce_intra": intra * traffic,
+               "ps_link": ps_link, "ps_server": ps_server, "ps_server_tensor": ps_server_tensor}
+    return np.column_stack([columns[name] for name in TERMS]).astype(float)
 
 
 def combine(design: np.ndarray, theta: np.ndarray) -> np.ndarray:

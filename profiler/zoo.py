@@ -128,6 +128,12 @@ ZOO: dict[str, ZooEntry] = {
         _image("efficientnet_b0", "efficientnet", 350, 128, "EfficientNet (Tan & Le 2019): "
                "350 epochs, batch 4096", {"width_coefficient": 1.0, "depth_coefficient": 1.0,
                                           "hidden_dim": 1280, "dropout_rate": 0.2}),
+        _image("efficientnet_b4", "efficientnet", 350, 64, "EfficientNet (Tan & Le 2019): "
+               "350 epochs, batch 4096; B4 scaling (width 1.4, depth 1.8, 380 px) as in "
+               "google/efficientnet-b4's config", {"width_coefficient": 1.4,
+                                                   "depth_coefficient": 1.8,
+                                                   "hidden_dim": 1792, "dropout_rate": 0.4,
+                                                   "image_size": 380}, image_size=380),
     ]
 }
 

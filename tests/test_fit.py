@@ -162,3 +162,38 @@ def test_ps_tensor_prior_is_chosen_on_the_training_data_only():
     spec = fit_throughput(to_arrays(allreduce), true_throughput(allreduce), {})
     assert spec["priors"]["values"]["ps_server_tensor"] == physics.PRIOR["ps_server_tensor"]
     assert spec["priors"]["chosen_by"]["ps_server_tensor"].startswith("physics prior")
+
+
+def test_a_software_stack_effect_is_fitted_apart_from_the_physics():
+    from advisor.fitting import fit_throughput_core
+
+    rows = [row(m, g, n, k, p) for m in MODELS for g in ("T4", "V100", "A100-40GB")
+            for n in (1, 2) for k in (1, 4) for p in ("fp32", "amp")]
+    truth = true_throughput(rows)
+    # One stack's kernels 30% faster, on rows drawn at random (not confounded with a feature).
+    fast = np.random.default_rng(0).permutation(len(rows)) < len(rows) // 2
+    features = {**to_arrays(rows), "software": np.where(fast, "fast stack", "slow stack")}
+    core = fit_throughput_core(features, np.where(fast, 1.3, 1.0) * truth)
+    effects = core["software_effects"]
+    assert effects["fast stack"] - effects["slow stack"] == pytest.approx(np.log(1.3), abs=0.01)
+    # The physics fits the average stack (the offsets' row-weighted mean is 0): as one stack
+    # measuring every row at the geometric mean of the two would.
+    features.pop("software")
+    average = fit_throughput_core(features, truth * np.sqrt(1.3))["coefficients"]
+    for name, value in average.items():
+        assert core["coefficients"][name] == pytest.approx(value, rel=0.02), name
+
+
+def test_no_fitted_efficiency_passes_the_datasheet_peak():
+    from advisor.fitting import fit_throughput_core
+
+    rows = [row(m, g, n, 1, "amp") for m in MODELS for g in ("T4", "V100", "A100-40GB")
+            for n in (1, 2)]
+    features = to_arrays(rows)
+    # Rows 2x faster than the GEMMs at the tensor peak: no fit may explain them by a faster
+    # unit.
+    too_fast = 2 * physics.cluster_throughput(
+        features, physics.step_time(features, {**TRUE, "compute_tensor": 1.0, "memory": 1.0}))
+    coefficients = fit_throughput_core(features, too_fast)["coefficients"]
+    assert coefficients["compute_tensor"] >= 1.0 and coefficients["memory"] >= 1.0
+    assert coefficients["conv_tensor"] >= physics.RELATIVE_EFFICIENCY["conv"]

@@ -1,6 +1,7 @@
 """The shipped published_throughput.csv: faithful to the reference, zoo names, import."""
 
 import csv
+import re
 
 import pytest
 
@@ -30,20 +31,23 @@ def test_every_published_figure_is_carried_with_its_citation(reference):
         assert carried["unit"] == row["unit"]
     for row in _shipped():
         dle = row["source"].startswith("published: NVIDIA/DeepLearningExamples ")
-        mlperf = row["source"].startswith("published: mlcommons/training_results_v1.0 NVIDIA/")
+        # MLPerf Training logs: v1.0 and v2.1-v4.0, NVIDIA's and (v4.0) Dell's submissions.
+        mlperf = re.match(r"published: mlcommons/training_results_v\d+\.\d+ (NVIDIA|Dell)/results/",
+                          row["source"])
         assert dle and "README.md@" in row["source"] or mlperf and ".txt@" in row["source"]
 
 
 def test_hand_checked_counts():
     # 30 rows carried from the reference (2026-11-21) + 170 transcribed on 2026-11-23 + 268 on
     # 2026-11-24 (TensorFlow ResNet-50; PyTorch and PaddlePaddle BERT pre-training, multi-node;
-    # eight models the zoo has no card for; two MLPerf Training v1.0 ResNet-50 runs).
+    # eight models the zoo has no card for; two MLPerf Training v1.0 ResNet-50 runs) + 36 ResNet-50
+    # rows on 2026-11-25 (MXNet and PaddlePaddle READMEs; MLPerf v2.1-v4.0 runs on H100, H200, L40S).
     rows = _shipped()
-    assert len(rows) == 468
+    assert len(rows) == 504
     per_model = {}
     for r in rows:
         per_model[r["model"]] = per_model.get(r["model"], 0) + 1
-    assert per_model == {"resnet50": 34, "bert_large": 152, "transformer_big": 4,
+    assert per_model == {"resnet50": 70, "bert_large": 152, "transformer_big": 4,
                          "efficientnet_b0": 16, "efficientnet_b4": 16,
                          "efficientnet_widese_b0": 16, "efficientnet_widese_b4": 16,
                          "resnext101_32x4d": 16, "se_resnext101_32x4d": 16,
@@ -65,6 +69,15 @@ def test_hand_checked_counts():
     (row,) = [r for r in rows if r["framework"] == "TensorFlow" and r["num_gpus"] == "16"
               and r["precision"] == "fp32"]
     assert (row["gpu"], row["batch_per_gpu"], float(row["throughput"])) == ("V100", "128", 6500)
+    added = [r for r in rows if r["as_of"] == "2026-11-25"]
+    assert len(added) == 36 and {r["model"] for r in added} == {"resnet50"}
+    assert sorted(r["gpu"] for r in added if "mlcommons" in r["source"]) == [
+        "H100-80GB", "H100-80GB", "H100-80GB", "H100-80GB", "H200", "L40S"]
+    (row,) = [r for r in added if r["gpu"] == "H200"]
+    assert (row["num_gpus"], row["batch_per_gpu"], float(row["throughput"])) == ("8", "400", 63601)
+    (row,) = [r for r in added if r["framework"] == "MXNet" and r["num_gpus"] == "16"
+              and r["precision"] == "fp32"]
+    assert (row["gpu"], row["batch_per_gpu"], float(row["throughput"])) == ("V100", "128", 6338)
 
 
 def test_multi_node_rows_are_imported_across_nodes(tmp_path):
@@ -137,7 +150,7 @@ def test_names_match_the_zoo_and_the_catalog():
         if row["in_zoo"] == "1":
             assert resolve(row["model"]).name == row["model"]
     assert {r["model"] for r in _shipped() if r["in_zoo"] == "0"} == {
-        "transformer_big", "efficientnet_b4", "efficientnet_widese_b0", "efficientnet_widese_b4",
+        "transformer_big", "efficientnet_widese_b0", "efficientnet_widese_b4",
         "resnext101_32x4d", "se_resnext101_32x4d", "transformer_xl_base",
         "transformer_xl_large", "gnmt_v2", "ssd300", "nnunet_2d", "nnunet_3d", "dlrm",
         "mask_rcnn"}

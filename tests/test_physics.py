@@ -75,22 +75,24 @@ def test_each_operator_class_binds_at_the_gpus_balance_point():
     # A depthwise convolution of intensity ~1 FLOP/byte is memory-bound on an A100 ...
     depthwise = split_card(grouped_conv=(1e7, 1e7))
     a100 = terms(gpu="A100-80GB", params=0.0, **depthwise)
-    assert a100["compute_fp32"] == 0 and a100["memory"] == pytest.approx(1e9 / 2039e9)
-    # ... and runs on the FP32 cores even under amp, where matrix products use tensor cores.
+    assert a100["conv_fp32"] == 0 and a100["memory"] == pytest.approx(1e9 / 2039e9)
+    # ... and runs on the FP32 cores even under amp, where matrix products use tensor cores;
+    # convolutions are priced by the convolution terms, GEMMs by the GEMM terms.
     denser = terms(gpu="A100-80GB", precision="amp", params=0.0,
                    **split_card(grouped_conv=(1e10, 1e6)))
-    assert denser["compute_tensor"] == 0 and denser["compute_fp32"] > 0
+    assert denser["conv_tensor"] == 0 and denser["conv_fp32"] > 0
+    assert denser["compute_fp32"] == denser["compute_tensor"] == 0
 
 
 def test_fp32_runs_convolutions_in_tf32_on_ampere_as_pytorch_does():
     card = split_card(conv=(1e9, 0.0), matmul=(1e9, 0.0))
     a100 = terms(gpu="A100-80GB", precision="fp32", params=0.0, **card)
-    assert a100["compute_tensor"] == pytest.approx(1e11 / (156e12 * 0.7))  # conv, TF32
+    assert a100["conv_tensor"] == pytest.approx(1e11 / (156e12 * 0.7))  # conv, TF32
     assert a100["compute_fp32"] == pytest.approx(1e11 / 19.5e12)  # matmul stays FP32
     v100 = terms(gpu="V100", precision="fp32", params=0.0, **card)
-    assert v100["compute_tensor"] == 0  # no TF32 before Ampere
+    assert v100["conv_tensor"] == v100["compute_tensor"] == 0  # no TF32 before Ampere
     tf32 = terms(gpu="A100-80GB", precision="tf32", params=0.0, **card)
-    assert tf32["compute_fp32"] == 0  # `tf32` moves the matmuls too
+    assert tf32["compute_fp32"] == tf32["conv_fp32"] == 0  # `tf32` moves the matmuls too
 
 
 def test_power_limited_gpus_sustain_less_of_their_peak():

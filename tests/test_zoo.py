@@ -17,6 +17,7 @@ REFERENCE_PARAMS = {
     "convnext_tiny": 28_589_128,
     "mobilenet_v2": 3_504_872,
     "efficientnet_b0": 5_288_548,
+    "efficientnet_b4": 19_341_616,  # the published EfficientNet-B4 (Tan & Le 2019: 19M)
     "bert_base": 109_514_298,  # bert-base-uncased with its tied MLM head
     "gpt2": 124_439_808,
     "gpt2_medium": 354_823_168,
