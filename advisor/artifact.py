@@ -142,10 +142,18 @@ class Artifact:
     # -- throughput ---------------------------------------------------------------------
 
     def step_time(self, features: dict) -> np.ndarray:
-        """Model seconds per step of one worker: physics times the learned correction."""
+        """Model seconds per step of one worker: physics times the learned correction, for
+        the reference software stack (PyTorch), or for the stack named in an optional
+        `software` feature where the fit has seen it (`software_effects`; `advisor evaluate`
+        names the stack that measured a held-out row, `recommend` names none)."""
         spec = self.doc["throughput"]
         seconds = physics.step_time(features, spec["coefficients"])
-        return seconds * np.exp(_correction(spec["correction"], features))
+        log_factor = _correction(spec["correction"], features)
+        if "software" in features and spec.get("software_effects"):
+            names, codes = physics.factorize(features["software"])
+            effect = [_software_effect(spec, name) for name in names]
+            log_factor = log_factor - np.array(effect, dtype=float)[codes]
+        return seconds * np.exp(log_factor)
 
     def _predict_throughput(self, features: dict) -> Prediction:
         spec = self.doc["throughput"]
@@ -334,9 +342,33 @@ def range_axis(features: dict, axis: str) -> np.ndarray:
     return np.asarray(features["flops_per_sample"], float)
 
 
+def framework(stack: str) -> str:
+    """The framework of a `software_label` (lower case): the recorded `framework`, else torch
+    or tensorflow where their versions are recorded, else 'unknown'."""
+    try:
+        software = json.loads(stack.split(" ", 1)[1])
+    except (IndexError, ValueError):
+        return "unknown"
+    if not isinstance(software, dict):
+        return "unknown"
+    if software.get("framework"):
+        return str(software["framework"]).lower()
+    return next((name for name in ("torch", "tensorflow", "mxnet", "jax") if name in software),
+                "unknown").replace("torch", "pytorch")
+
+
+def _software_effect(spec: dict, stack: str) -> float:
+    """The fitted log effect of a software stack (lower-cased `software_label`) on
+    throughput: its own where the fit saw it, else its framework's, else 0 (the reference)."""
+    stacks = {name.lower(): effect for name, effect in spec["software_effects"].items()}
+    if stack in stacks:
+        return stacks[stack]
+    return spec.get("framework_effects", {}).get(framework(stack), 0.0)
+
+
 def _widen_where_novel(spec: dict, features: dict, provenance: np.ndarray, value, lo, hi):
-    """Extrapolated intervals on axes the training data never covered (a model, a GPU, a
-    cluster or model size outside the trained range): the held-out spread of each such axis,
+    """Extrapolated intervals on axes the training data never covered (a model, a GPU, an
+    arithmetic unit, a cluster or model size outside the trained range): the held-out spread of each such axis,
     combined in quadrature, never narrower than the plain extrapolated spread. A range
     axis's spread grows as sqrt(1 + d / doubling) with its log distance d beyond the trained
     range (calibrate's measured growth), up to the `ceiling` (the physics priors' own error:
@@ -350,7 +382,9 @@ def _widen_where_novel(spec: dict, features: dict, provenance: np.ndarray, value
     pairs = [key.split("|", 1) for key in seen]
     unseen = {"model": ~physics.is_in(features, "model", sorted({m for m, _ in pairs})),
               "gpu": ~physics.is_in(features, "gpu", sorted({g for _, g in pairs}))}
-    growth = {"model": 1.0, "gpu": 1.0}
+    if "units" in spec["seen"]:  # the arithmetic unit (tensor cores in 16 bits, TF32, FP32)
+        unseen["unit"] = ~np.isin(physics.arithmetic_unit(features), spec["seen"]["units"])
+    growth = {"model": 1.0, "gpu": 1.0, "unit": 1.0}
     for axis, (low, high) in calibration.get("range", {}).items():
         values = range_axis(features, axis)
         distance = np.log(np.maximum(values / high, low / values))

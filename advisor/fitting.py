@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from advisor import physics
-from advisor.artifact import RANGE_AXES, SCHEMA_VERSION, Artifact, config_keys, range_axis
+from advisor.artifact import (RANGE_AXES, SCHEMA_VERSION, Artifact, config_keys, framework,
+                              range_axis)
 from advisor.errors import AdvisorError
 from advisor.features import model_features, take, trial_features
 from gpuadvisor import data
@@ -30,8 +31,8 @@ from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 # Fixed a priori, never tuned on evaluation folds: a prior row weighs as much as one
 # measured configuration.
 PRIOR_STRENGTH = 1.0
-# The stacks' offsets (fit_throughput_core) average to zero over the rows: this weight makes
-# that a near-hard constraint.
+# The reference stacks' offsets (fit_throughput_core) average to zero over their rows: this
+# weight makes that a near-hard constraint.
 MEAN_OFFSET_WEIGHT = 100.0
 # No operator runs faster than its unit's datasheet peak or the DRAM bandwidth: the GEMM and
 # memory coefficients (inverse efficiencies of a large matrix product, a streaming kernel) are
@@ -53,7 +54,7 @@ TUNED_PRIORS = {"ps_server_tensor": (1e-5, 3e-5, 1e-4, 3e-4, 1e-3),
 # Axes on which a configuration can lie outside the training data, each with its own held-out
 # interval spread (calibrate): a model or a GPU never seen, a cluster size or a model size
 # beyond the trained range (RANGE_AXES).
-NOVEL_AXES = ("model", "gpu", *RANGE_AXES)
+NOVEL_AXES = ("model", "gpu", "unit", *RANGE_AXES)
 # Cuts a range axis is held out at (calibrate): its growth with distance is measured, not
 # assumed.
 RANGE_CUTS = 4
@@ -163,11 +164,14 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
 
     A stack (container, framework, input pipeline, fused kernels such as BERT's unpadded
     attention) makes the same configuration 20-35% faster or slower, which no feature carries.
-    Each stack in `features["software"]` gets a log offset on its step time, pulled towards 0
-    like a coefficient towards its prior and with a row-weighted mean of 0, so the physics
-    fits the average stack instead of bending its efficiencies to one stack's fast kernels
-    (beyond the datasheet peak). A prediction is for a stack not seen: offset 0, and the
-    stacks' spread reaches the interval through the held-out residuals."""
+    Each framework and each stack in `features["software"]` (nested: a stack is a framework
+    at a version) gets a log offset on its step time, pulled towards 0 like a coefficient
+    towards its prior, so the physics fits a reference stack instead of bending its
+    efficiencies to one stack's fast kernels (beyond the datasheet peak). The reference is
+    the row-weighted mean of the PyTorch stacks (`reference_stacks`): what is predicted is a
+    PyTorch DDP job, as the profiler runs it, not MLPerf's hand-fused MXNet. `recommend`
+    predicts for a stack not seen (offset 0), and the stacks' spread reaches its interval
+    through the held-out residuals (`out_of_fold`)."""
     from scipy.optimize import least_squares
 
     log_seconds = np.log(step_seconds(features, throughput))
@@ -177,33 +181,56 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
     stack_names, stack = np.unique(np.asarray(features.get("software", np.zeros(len(X)))
                                               ).astype(str), return_inverse=True)
     stack = stack.reshape(-1)
-    share = np.bincount(stack, minlength=len(stack_names)) / max(len(stack), 1)
+    framework_names, framework_of_stack = np.unique([framework(n) for n in stack_names],
+                                                    return_inverse=True)
+    framework_of_stack = framework_of_stack.reshape(-1)
+    share = np.bincount(stack, minlength=len(stack_names)) * reference_stacks(stack_names)
+    share = share / max(share.sum(), 1)
     stacks = len(stack_names) if len(stack_names) > 1 else 0
+    frameworks = len(framework_names) if stacks else 0
     terms = len(physics.TERMS)
     weight = math.sqrt(PRIOR_STRENGTH)
 
-    # Log error of each configuration, plus one row per coefficient pulling it towards its
-    # prior (a term the data never exercises keeps it), one per stack pulling its offset to 0
-    # and one holding the offsets' mean at 0.
-    def residuals(params: np.ndarray) -> np.ndarray:
-        log_theta, offset = params[:terms], params[terms:]
-        predicted = np.log(physics.combine(X, np.exp(log_theta)))
-        if stacks:
-            predicted = predicted + offset[stack]
-        return np.concatenate([predicted - log_seconds, weight * (log_theta - log_prior),
-                               weight * offset, [MEAN_OFFSET_WEIGHT * (share[:stacks] @ offset)]])
+    def stack_offsets(params: np.ndarray) -> np.ndarray:
+        """Each stack's whole offset: its framework's plus its own."""
+        own, shared = params[terms:terms + stacks], params[terms + stacks:]
+        return own + shared[framework_of_stack] if stacks else np.zeros(len(stack_names))
 
-    start = np.concatenate([log_prior, np.zeros(stacks)])
-    low = np.concatenate([LOWER_LOG_BOUND, np.full(stacks, -np.inf)])
+    # Log error of each configuration, plus one row per coefficient pulling it towards its
+    # prior (a term the data never exercises keeps it), one per stack and framework pulling
+    # its offset to 0 and one holding the reference stacks' mean offset at 0.
+    def residuals(params: np.ndarray) -> np.ndarray:
+        log_theta, offset = params[:terms], stack_offsets(params)
+        predicted = np.log(physics.combine(X, np.exp(log_theta))) + offset[stack]
+        return np.concatenate([predicted - log_seconds, weight * (log_theta - log_prior),
+                               weight * params[terms:],
+                               [MEAN_OFFSET_WEIGHT * (share @ offset)] if stacks else []])
+
+    start = np.concatenate([log_prior, np.zeros(stacks + frameworks)])
+    low = np.concatenate([LOWER_LOG_BOUND, np.full(stacks + frameworks, -np.inf)])
     start = np.maximum(start, low + 1e-9)
     params = least_squares(residuals, start, bounds=(low, np.inf), method="trf",
                            x_scale=1.0).x
     coefficients = {t: float(v) for t, v in zip(physics.TERMS, np.exp(params[:terms]))}
-    offsets = params[terms:] if stacks else np.zeros(len(stack_names))
+    offsets = stack_offsets(params)
     residual = log_seconds - offsets[stack] - np.log(physics.step_time(features, coefficients))
     return {"coefficients": coefficients, "correction": fit_correction(features, residual),
+            # Effects on throughput (the negated step-time offsets), per stack (its framework's
+            # included) and per framework, for a stack of a known framework never seen: only
+            # where two or more of its stacks were seen (one cannot tell a framework's effect
+            # from its one stack's).
             "software_effects": {str(name): float(-o) for name, o in zip(stack_names, offsets)
-                                 if stacks}}
+                                 if stacks},
+            "framework_effects": {str(name): float(-o) for i, (name, o) in
+                                  enumerate(zip(framework_names, params[terms + stacks:]))
+                                  if np.sum(framework_of_stack == i) >= 2}}
+
+
+def reference_stacks(names: np.ndarray) -> np.ndarray:
+    """Which software stacks (`software_label`s) the physics describes: the PyTorch ones (a
+    published PyTorch container, this project's own torch runs); every stack where none is."""
+    torch = np.char.find(np.char.lower(np.asarray(names, dtype=str)), "torch") >= 0
+    return torch if torch.any() else np.ones(len(torch), dtype=bool)
 
 
 def fit_correction(features: dict, residual: np.ndarray) -> dict:
@@ -273,7 +300,8 @@ def fit_throughput(features: dict, throughput: np.ndarray, measured: dict,
     spec = fit_throughput_core(features, throughput, priors) if len(throughput) else {
         "coefficients": dict(physics.PRIOR), "correction": fit_correction(features, np.array([]))}
     spec["priors"] = {"values": priors, "chosen_by": chosen_by}
-    spec["seen"] = {"configs": measured, "model_gpu": seen_ranges(features)}
+    spec["seen"] = {"configs": measured, "model_gpu": seen_ranges(features),
+                    "units": sorted(set(physics.arithmetic_unit(features).tolist()))}
     spec["calibration"] = calibrate(features, throughput, priors, stacks)
     return spec
 
@@ -305,7 +333,9 @@ def out_of_fold(features: dict, throughput: np.ndarray, splitter, groups=None,
         core = fit_throughput_core(take(features, train), throughput[train], priors)
         spec = {**core, "seen": {"configs": {}, "model_gpu": {}},
                 "calibration": {"extrapolated": [0.0, 0.0]}}
-        predicted = predict_throughput(spec, take(features, test))
+        # For a stack not seen (the user's): the stacks' spread belongs in the residuals.
+        unseen_stack = {k: v for k, v in take(features, test).items() if k != "software"}
+        predicted = predict_throughput(spec, unseen_stack)
         residual[test] = np.log(throughput[test] / predicted)
     return residual
 
@@ -386,7 +416,7 @@ def novel_spreads(features: dict, throughput: np.ndarray,
                   priors: dict | None) -> tuple[dict[str, list[float]], dict[str, float | None]]:
     """({axis: conformal quantiles of rows predicted without that axis value}, {range axis:
     its `range_growth`}). Models need 3 or more (the stated requirement of the extrapolated
-    spread before), GPUs and range values 2. A range axis trains on its values up to a cut
+    spread before), GPUs, arithmetic units and range values 2. A range axis trains on its values up to a cut
     and predicts the rest, for up to RANGE_CUTS cuts from the median value up, so that its
     held-out errors span several distances; its quantiles are of the residuals scaled back
     to distance 0 by the growth form (normalised conformal scores)."""
@@ -394,8 +424,9 @@ def novel_spreads(features: dict, throughput: np.ndarray,
 
     spreads: dict[str, list[float]] = {}
     growth: dict[str, float | None] = {}
-    for axis, least in (("model", 3), ("gpu", 2)):
-        labels = np.asarray(features[axis])
+    for axis, least in (("model", 3), ("gpu", 2), ("unit", 2)):
+        labels = np.asarray(physics.arithmetic_unit(features) if axis == "unit"
+                            else features[axis])
         if len(np.unique(labels)) >= least:
             spreads[axis] = conformal(out_of_fold(features, throughput, LeaveOneGroupOut(),
                                                   groups=labels, priors=priors))

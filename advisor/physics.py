@@ -245,6 +245,17 @@ def on_tensor_cores(features: dict) -> dict[str, np.ndarray]:
             for kind in OPERATOR_CLASSES}
 
 
+def arithmetic_unit(features: dict) -> np.ndarray:
+    """The unit a row's heavy arithmetic runs on: `tensor16` (FP16/BF16 tensor cores),
+    `tf32` (TF32 tensor cores: `tf32`, or `fp32` convolutions on Ampere and later) or `fp32`
+    (the FP32 cores). Efficiencies learnt on one unit say little about another, so a unit
+    the training data never ran on is an axis of extrapolation."""
+    tensor = on_tensor_cores(features)
+    any_tensor = np.any([tensor[kind] for kind in TENSOR_CLASSES], axis=0)
+    half = is_in(features, "precision", HALF_PRECISIONS)
+    return np.where(any_tensor, np.where(half, "tensor16", "tf32"), "fp32")
+
+
 def sustained_peaks(features: dict) -> tuple[np.ndarray, np.ndarray]:
     """(FP32, tensor-core) TFLOPS each row sustains: datasheet peaks at the sustained share of
     the boost clock; the tensor figure halves in TF32 (every precision but the 16-bit ones)."""

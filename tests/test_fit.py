@@ -172,15 +172,25 @@ def test_a_software_stack_effect_is_fitted_apart_from_the_physics():
     truth = true_throughput(rows)
     # One stack's kernels 30% faster, on rows drawn at random (not confounded with a feature).
     fast = np.random.default_rng(0).permutation(len(rows)) < len(rows) // 2
-    features = {**to_arrays(rows), "software": np.where(fast, "fast stack", "slow stack")}
+    features = {**to_arrays(rows), "software": np.where(fast, "mxnet fast", "tensorflow slow")}
     core = fit_throughput_core(features, np.where(fast, 1.3, 1.0) * truth)
     effects = core["software_effects"]
-    assert effects["fast stack"] - effects["slow stack"] == pytest.approx(np.log(1.3), abs=0.01)
-    # The physics fits the average stack (the offsets' row-weighted mean is 0): as one stack
-    # measuring every row at the geometric mean of the two would.
+    assert effects["mxnet fast"] - effects["tensorflow slow"] == pytest.approx(np.log(1.3),
+                                                                               abs=0.01)
+    # Without a PyTorch stack the physics fits the average one (the offsets' row-weighted
+    # mean is 0): as one stack measuring every row at the geometric mean of the two would.
     features.pop("software")
     average = fit_throughput_core(features, truth * np.sqrt(1.3))["coefficients"]
     for name, value in average.items():
+        assert core["coefficients"][name] == pytest.approx(value, rel=0.02), name
+    # With one, the physics describes the PyTorch stack: the one `recommend` prices.
+    features["software"] = np.where(fast, "mxnet fast", "published pytorch-21.03 container")
+    core = fit_throughput_core(features, np.where(fast, 1.3, 1.0) * truth)
+    assert core["software_effects"]["published pytorch-21.03 container"] == pytest.approx(
+        0.0, abs=1e-3)
+    features.pop("software")
+    plain = fit_throughput_core(features, truth)["coefficients"]
+    for name, value in plain.items():
         assert core["coefficients"][name] == pytest.approx(value, rel=0.02), name
 
 
