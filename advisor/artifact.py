@@ -368,12 +368,13 @@ def _software_effect(spec: dict, stack: str) -> float:
 
 def _widen_where_novel(spec: dict, features: dict, provenance: np.ndarray, value, lo, hi):
     """Extrapolated intervals on axes the training data never covered (a model, a GPU, an
-    arithmetic unit, a cluster or model size outside the trained range): the held-out spread of each such axis,
-    combined in quadrature, never narrower than the plain extrapolated spread. A range
-    axis's spread grows as sqrt(1 + d / doubling) with its log distance d beyond the trained
-    range (calibrate's measured growth), up to the `ceiling` (the physics priors' own error:
-    what is left when the fitted terms know nothing of a configuration) or its own
-    calibrated spread, whichever is wider: however far out, an interval is bounded."""
+    arithmetic unit, a cluster or model size outside the trained range): the held-out spread
+    of each such axis, combined in quadrature, never narrower than the plain extrapolated
+    spread. A range axis's spread grows as sqrt(1 + d / doubling) with its log distance d
+    beyond the trained range (calibrate's measured growth), up to the `ceiling` (the physics
+    priors' own error: what is left when the fitted terms know nothing of a configuration)
+    or its own calibrated spread, whichever is wider: however far out, an interval is
+    bounded."""
     calibration, seen = spec["calibration"], spec["seen"]["model_gpu"]
     novel = calibration.get("novel")
     extrapolated = provenance == "extrapolated"

@@ -21,8 +21,14 @@ from typing import Any
 import numpy as np
 
 from advisor import physics
-from advisor.artifact import (RANGE_AXES, SCHEMA_VERSION, Artifact, config_keys, framework,
-                              range_axis)
+from advisor.artifact import (
+    RANGE_AXES,
+    SCHEMA_VERSION,
+    Artifact,
+    config_keys,
+    framework,
+    range_axis,
+)
 from advisor.errors import AdvisorError
 from advisor.features import model_features, take, trial_features
 from gpuadvisor import data
@@ -139,8 +145,9 @@ def software_spread(features: dict, throughput: np.ndarray) -> tuple[list[float]
     """(conformal quantiles of log(one stack's figure / the median of the other stacks'
     figures of the same configuration), how many such figures), from `throughput_data`: how
     far a measurement taken with one software stack (container, channels-last, DALI or
-    synthetic input) is from the same configuration measured with another. This random effect of the stack is what the `measured` interval must hold;
-    None with fewer than 10 figures."""
+    synthetic input) is from the same configuration measured with another. This random
+    effect of the stack is what the `measured` interval must hold; None with fewer than 10
+    figures."""
     # The work per sample tells input sizes apart (BERT at 128 or 384 tokens): the same
     # configuration is the same workload too.
     work = np.char.mod("%.4g", np.asarray(features["flops_per_sample"], float))
@@ -416,8 +423,9 @@ def novel_spreads(features: dict, throughput: np.ndarray,
                   priors: dict | None) -> tuple[dict[str, list[float]], dict[str, float | None]]:
     """({axis: conformal quantiles of rows predicted without that axis value}, {range axis:
     its `range_growth`}). Models need 3 or more (the stated requirement of the extrapolated
-    spread before), GPUs, arithmetic units and range values 2. A range axis trains on its values up to a cut
-    and predicts the rest, for up to RANGE_CUTS cuts from the median value up, so that its
+    spread before), GPUs, arithmetic units and range values 2. A range axis trains on its
+    values up to a cut and predicts the rest, for up to RANGE_CUTS cuts from the median value
+    up, so that its
     held-out errors span several distances; its quantiles are of the residuals scaled back
     to distance 0 by the growth form (normalised conformal scores)."""
     from sklearn.model_selection import LeaveOneGroupOut, PredefinedSplit

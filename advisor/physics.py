@@ -32,13 +32,13 @@ gradient bytes, T the model's tensors (a checkpoint's count), N nodes, g GPUs pe
 workers, BW_intra the node's GPU link (NVLink/NVSwitch or PCIe of the GPU's generation) and
 BW_net the instance's network. Each coefficient `a` is the inverse of an achieved efficiency
 (or, for communication, the exposed fraction after overlap over the achieved share of
-bandwidth), so the model has few physical parameters. Convolutions and matrix products get
-efficiencies of their own on each unit: cuDNN's convolutions (implicit GEMM with layout
-work, Winograd on FP32 cores) and cuBLAS's GEMMs reach different shares of a peak, so what a
-convolution net's rows teach must not move a transformer's GEMMs, nor the reverse and extrapolates to GPUs and cluster
-sizes it never saw. A card without the operator split is priced from its totals (all FLOPs
-as matrix products, saved activations written and read once). numpy only: it is on the
-recommend path.
+bandwidth), so the model has few physical parameters and extrapolates to GPUs and cluster
+sizes it never saw. Convolutions and matrix products get efficiencies of their own on each
+unit: cuDNN's convolutions (implicit GEMM with layout work, Winograd on FP32 cores) and
+cuBLAS's GEMMs reach different shares of a peak, so what a convolution net's rows teach must
+not move a transformer's GEMMs, nor the reverse. A card without the operator split is priced
+from its totals (all FLOPs as matrix products, saved activations written and read once).
+numpy only: it is on the recommend path.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ from gpuadvisor.cards import OPERATOR_CLASSES
 from gpuadvisor.vocab import HALF_PRECISIONS
 
 # Order of the design-matrix columns; the artifact stores coefficients in this order.
-TERMS = ("compute_fp32", "compute_tensor", "conv_fp32", "conv_tensor", "memory", "fixed", "tensor_launch",
+TERMS = ("compute_fp32", "compute_tensor", "conv_fp32", "conv_tensor", "memory", "fixed",
+         "tensor_launch",
          "tensor_memory", "allreduce_inter", "allreduce_intra", "ps_link", "ps_server",
          "ps_server_tensor")
 WORKER_TERMS = len(TERMS) - 2  # every term but the last two (the servers') adds to a step

@@ -41,7 +41,8 @@ def test_hand_checked_counts():
     # 30 rows carried from the reference (2026-11-21) + 170 transcribed on 2026-11-23 + 268 on
     # 2026-11-24 (TensorFlow ResNet-50; PyTorch and PaddlePaddle BERT pre-training, multi-node;
     # eight models the zoo has no card for; two MLPerf Training v1.0 ResNet-50 runs) + 36 ResNet-50
-    # rows on 2026-11-25 (MXNet and PaddlePaddle READMEs; MLPerf v2.1-v4.0 runs on H100, H200, L40S).
+    # rows on 2026-11-25 (MXNet and PaddlePaddle READMEs; MLPerf v2.1-v4.0 runs on H100, H200,
+    # L40S).
     rows = _shipped()
     assert len(rows) == 504
     per_model = {}
