@@ -92,6 +92,11 @@ RELATIVE_EFFICIENCY = {"matmul": 1.0, "conv": 0.7, "grouped_conv": 0.25, "attent
                        "norm": 1.0, "other": 1.0}
 TENSOR_CLASSES = ("matmul", "conv", "attention")  # what cuBLAS/cuDNN run on tensor cores
 CONV_CLASSES = ("conv", "grouped_conv")  # priced with the convolution terms
+# On the FP32 cores cuDNN runs 3x3 stride-1 convolutions (the card's
+# `winograd_flops_per_sample`) with Winograd's minimal filtering, F(2x2,3x3): 16 multiplies
+# where a direct convolution makes 36 (Lavin & Gray, CVPR 2016), the transforms being cheap
+# additions. Tensor cores run them as implicit GEMMs at their full count.
+WINOGRAD_REDUCTION = 36 / 16
 # PyTorch's defaults (since 1.12): torch.backends.cudnn.allow_tf32 = True, matmul TF32 off, so
 # `fp32` runs convolutions in TF32 on GPUs that have it and matrix products in FP32.
 FP32_DEFAULT_TF32_CLASSES = ("conv",)
@@ -282,10 +287,13 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
                   for kind in OPERATOR_CLASSES}
     out = {name: np.zeros(len(batch)) for name in
            ("compute_fp32", "compute_tensor", "conv_fp32", "conv_tensor", "memory")}
+    winograd = np.nan_to_num(_optional(features, "winograd_flops_per_sample", len(batch)))
+    spared = np.where(split, winograd * (1 - 1 / WINOGRAD_REDUCTION), 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         for kind in OPERATOR_CLASSES:
             peak = np.where(tensor[kind], tensor_peak, fp32_peak) * 1e12
-            compute = flops[kind] * batch / (peak * efficiency[kind])
+            work = flops[kind] - np.where(~tensor[kind], spared, 0.0) * (kind == "conv")
+            compute = work * batch / (peak * efficiency[kind])
             traffic = nbytes[kind] * act_scale * batch / bandwidth
             prior = np.where(tensor[kind], PRIOR["compute_tensor"], PRIOR["compute_fp32"])
             bound = compute * prior >= traffic * PRIOR["memory"]

@@ -12,7 +12,9 @@ each class's time at max(FLOPs / peak of its unit, bytes / memory bandwidth) on 
 (the per-operator roofline behind Habitat's cross-GPU scaling):
 
 - `matmul`: dense matrix products (linear layers, attention projections, LM heads);
-- `conv`: dense convolutions (groups = 1), which cuDNN runs as implicit GEMMs;
+- `conv`: dense convolutions (groups = 1), which cuDNN runs as implicit GEMMs; the FLOPs of
+  those with 3x3 kernels at stride 1 are also counted apart (`winograd_flops_per_sample`):
+  on the FP32 cores cuDNN runs them with Winograd's algorithm, which needs fewer multiplies;
 - `grouped_conv`: depthwise and grouped convolutions, which tensor cores barely help;
 - `attention`: fused scaled-dot-product attention kernels;
 - `norm`: batch, layer and group normalisation, forward and backward;
@@ -27,10 +29,15 @@ from __future__ import annotations
 from gpuadvisor.cards import OPERATOR_CLASSES as CLASSES
 from profiler import zoo
 
+WINOGRAD = "winograd"  # the tally of Winograd-eligible convolutions, inside `conv`
+
 _MATMUL = {"mm", "addmm", "bmm", "baddbmm", "_scaled_mm"}
 _CONV = {"convolution", "_convolution", "convolution_backward"}
 _ATTENTION_PREFIXES = ("_scaled_dot_product_", "_efficient_attention", "_flash_attention")
 _GROUPS_ARG = {"convolution": 8, "_convolution": 8, "convolution_backward": 9}
+# Where a convolution's weight and stride are among its arguments.
+_WEIGHT_ARG = {"convolution": 1, "_convolution": 1, "convolution_backward": 2}
+_STRIDE_ARG = {"convolution": 3, "_convolution": 3, "convolution_backward": 4}
 # Operators that move no data: they only allocate or describe memory.
 _NO_TRAFFIC = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
                "detach", "lift_fresh", "alias", "_unsafe_view", "zeros_like", "ones_like",
@@ -49,6 +56,17 @@ def operator_class(name: str, args) -> str:
     if "norm" in name:
         return "norm"
     return "other"
+
+
+def winograd_eligible(name: str, args) -> bool:
+    """A dense convolution with a 3x3 kernel at stride 1 and no dilation: cuDNN's Winograd
+    algorithms take it (F(2x2,3x3) and F(4x4,3x3) tiles; Lavin & Gray, CVPR 2016)."""
+    if name not in _CONV or len(args) <= _GROUPS_ARG[name] or args[_GROUPS_ARG[name]] != 1:
+        return False
+    weight, stride = args[_WEIGHT_ARG[name]], args[_STRIDE_ARG[name]]
+    dilation, transposed = args[_STRIDE_ARG[name] + 2], args[_STRIDE_ARG[name] + 3]
+    return (tuple(weight.shape[2:]) == (3, 3) and all(s == 1 for s in stride)
+            and all(d == 1 for d in dilation) and not transposed)
 
 
 def _tensor_bytes(values) -> int:
@@ -80,7 +98,8 @@ def operator_counter():
     class OperatorCounter(TorchDispatchMode):
         def __init__(self):
             super().__init__()
-            self.totals = {c: [0.0, 0.0] for c in CLASSES}  # class -> [FLOPs, bytes]
+            # class -> [FLOPs, bytes]; WINOGRAD -> [FLOPs of its convolutions, 0]
+            self.totals = {c: [0.0, 0.0] for c in (*CLASSES, WINOGRAD)}
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -95,6 +114,8 @@ def operator_counter():
             else:  # element-wise and reductions: about one operation per element produced
                 flops = _element_count(out)
             self.totals[kind][0] += flops
+            if kind == "conv" and winograd_eligible(name, args):
+                self.totals[WINOGRAD][0] += flops
             self.totals[kind][1] += _tensor_bytes(args) + _tensor_bytes(kwargs) \
                 + _tensor_bytes(out)
             return out
@@ -117,8 +138,9 @@ def trace(model, step, batch: int) -> dict[str, list[float]]:
 
 def split_of(model, step) -> dict[str, int]:
     """The card columns of any model: per class, FLOPs and bytes per sample
-    (`<class>_flops_per_sample`, `<class>_bytes_per_sample`), and `step_bytes`, the traffic of
-    a step that does not grow with the batch (weights read, weight gradients written).
+    (`<class>_flops_per_sample`, `<class>_bytes_per_sample`), `step_bytes`, the traffic of
+    a step that does not grow with the batch (weights read, weight gradients written), and
+    `winograd_flops_per_sample`, the part of the convolutions' FLOPs Winograd can take.
     `step(batch)` returns the loss of a forward pass at `batch` samples on the meta device."""
     one, two = trace(model, step, 1), trace(model, step, 2)
     out: dict[str, int] = {}
@@ -129,6 +151,7 @@ def split_of(model, step) -> dict[str, int]:
         out[f"{kind}_bytes_per_sample"] = round(per_sample)
         step_bytes += max(one[kind][1] - per_sample, 0.0)
     out["step_bytes"] = round(step_bytes)
+    out["winograd_flops_per_sample"] = round(two[WINOGRAD][0] - one[WINOGRAD][0])
     return out
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from test_physics import candidate as physics_candidate
 
-from advisor.artifact import ArtifactError, load_artifact
+from advisor.artifact import Artifact, ArtifactError, load_artifact
 from advisor.features import to_arrays
 from advisor.fitting import fit_store
 
@@ -183,3 +183,41 @@ def test_no_prediction_or_interval_passes_the_gpus_peak():
     p = artifact.predict("throughput", features)
     bound = physics.peak_throughput(features)
     assert np.all(p.lo <= p.value) and np.all(p.value <= p.hi) and np.all(p.hi <= bound)
+
+
+def test_a_known_software_stack_prices_as_it_was_fitted_and_recommend_names_none():
+    """`advisor evaluate` names the stack that measured a held-out row: its fitted effect
+    applies (else its framework's, where 2 or more of the framework's stacks were seen);
+    `recommend` names none and gets the reference (PyTorch) stack."""
+    doc = json.loads(SHIPPED.read_text())
+    effects = doc["throughput"]["software_effects"]
+    fast = max(effects, key=effects.get)
+    artifact = load_artifact(SHIPPED)
+    row = physics_candidate(model="unseen", gpu="V100", precision="amp")
+    reference = artifact.predict("throughput", to_arrays([row])).value[0]
+    named = {**to_arrays([row]), "software": np.array([fast])}
+    assert artifact.predict("throughput", named).value[0] == pytest.approx(
+        reference * math.exp(effects[fast]))
+    mxnet = doc["throughput"]["framework_effects"]["mxnet"]
+    unseen_version = {**to_arrays([row]), "software": np.array(
+        ['published {"container": "mxnet-99.01", "framework": "MXNet"}'])}
+    assert artifact.predict("throughput", unseen_version).value[0] == pytest.approx(
+        reference * math.exp(mxnet))
+    unknown = {**to_arrays([row]), "software": np.array(["local {\"jax\": \"0.4\"}"])}
+    assert artifact.predict("throughput", unknown).value[0] == pytest.approx(reference)
+
+
+def test_an_arithmetic_unit_never_trained_on_widens_the_interval():
+    doc = json.loads(SHIPPED.read_text())
+    units = doc["throughput"]["seen"]["units"]
+    assert set(units) == {"tensor16", "tf32", "fp32"}  # the shipped data ran on all three
+    row = physics_candidate(model="unseen", gpu="V100", precision="amp")
+    wide = doc["throughput"]["calibration"]["novel"]["unit"]
+    narrow = json.loads(json.dumps(doc))
+    narrow["throughput"]["seen"]["units"] = ["tensor16"]
+    seen_unit = Artifact(narrow).predict("throughput", to_arrays([row]))
+    narrow["throughput"]["seen"]["units"] = ["fp32"]
+    new_unit = Artifact(narrow).predict("throughput", to_arrays([row]))
+    assert new_unit.value[0] == pytest.approx(seen_unit.value[0])
+    assert new_unit.hi[0] / new_unit.lo[0] > seen_unit.hi[0] / seen_unit.lo[0]
+    assert wide[1] > 0 > wide[0]

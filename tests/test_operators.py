@@ -30,3 +30,24 @@ def test_counts_a_linear_layer_and_a_relu_by_hand():
     assert totals["matmul"] == [2 * 3 * 10 * 20, 4 * (20 + 3 * 10 + 10 * 20 + 3 * 20)]
     # relu: one operation per element, reads and writes 3x20 (the weight's transpose is a view)
     assert totals["other"] == [3 * 20, 4 * 2 * 3 * 20]
+
+
+def test_winograd_counts_only_3x3_stride_1_dense_convolutions():
+    from profiler.operators import WINOGRAD, operator_counter
+
+    with torch.device("meta"):
+        x = torch.empty(2, 8, 16, 16)
+        layers = {"3x3": torch.nn.Conv2d(8, 8, 3, padding=1),
+                  "3x3 stride 2": torch.nn.Conv2d(8, 8, 3, stride=2, padding=1),
+                  "1x1": torch.nn.Conv2d(8, 8, 1),
+                  "depthwise 3x3": torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)}
+    counted = {}
+    for name, layer in layers.items():
+        counter = operator_counter()
+        with counter:
+            layer(x).sum().backward()
+        counted[name] = (counter.totals["conv"][0], counter.totals[WINOGRAD][0])
+    conv, winograd = counted["3x3"]
+    assert conv > 0 and winograd == conv  # forward and both backward convolutions
+    assert counted["3x3 stride 2"][1] == counted["1x1"][1] == 0
+    assert counted["depthwise 3x3"] == (0, 0)  # grouped: another class

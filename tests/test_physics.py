@@ -224,3 +224,15 @@ def test_small_micro_batches_are_launch_bound_not_priced_at_large_batch_efficien
     accumulated = {**features, "accumulation": np.array([128.0, 128.0, 1.0])}
     per_sample_acc = physics.step_time(accumulated) / features["batch_per_gpu"]
     assert np.all(per_sample_acc[:2] > 4 * per_sample_acc[2])
+
+
+def test_winograd_spares_fp32_multiplies_not_tensor_core_ones():
+    card = split_card(conv=(1e9, 0.0)) | {"winograd_flops_per_sample": 0.6e9}
+    plain = split_card(conv=(1e9, 0.0))
+    v100 = terms(gpu="V100", precision="fp32", params=0.0, **card)
+    direct = terms(gpu="V100", precision="fp32", params=0.0, **plain)
+    # F(2x2,3x3): 16 multiplies where a direct convolution makes 36
+    assert v100["conv_fp32"] == pytest.approx(direct["conv_fp32"] * (0.4 + 0.6 * 16 / 36))
+    amp = terms(gpu="V100", precision="amp", params=0.0, **card)
+    assert amp["conv_tensor"] == pytest.approx(
+        terms(gpu="V100", precision="amp", params=0.0, **plain)["conv_tensor"])
