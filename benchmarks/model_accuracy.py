@@ -12,7 +12,10 @@ hi/lo).
    on the larger) and random folds. CM-DARE's paper reported 35.0% for their
    cross-model regression; Habitat 11.8% across GPUs. The priors each fold chose are printed.
 2. Published figures (datasets/published_throughput.csv): the physics priors alone (no
-   fitting), then every split within them.
+   fitting), then every split within them. A row is a configuration as one software stack
+   (container, framework) measured it; a held-out row is predicted with its stack's fitted
+   effect where the training fold saw that stack (or 2+ stacks of its framework), else for
+   the reference PyTorch stack. The fitted stack effects of the whole data are printed.
 3. Across sources: CM-DARE's and the published figures in one store, each held out in turn
    (`advisor evaluate --split source`).
 4. The shipped artifact's speed: `Artifact.predict` over 100,000 candidates.
@@ -66,7 +69,7 @@ def report(label: str, store: Path, split: str, priors: bool = False, **options)
     for provenance, c in result["coverage_by_provenance"].items():
         print(f"  {'    ' + provenance:<28} n={c['n']:<4} coverage {c['coverage']:.0%}   "
               f"median interval hi/lo x{c['median_width']:.2f}")
-    if split == "source":
+    if split in ("model", "gpu", "source"):
         for g in result["groups"]:
             print(f"  {'    held out: ' + g['group']:<28} n={g['n']:<4} MAPE {g['mape']:5.1f}%"
                   f"   log-linear {g['baseline_mape']:5.1f}%   coverage {g['coverage']:.0%}")
@@ -118,6 +121,14 @@ def published(tmp: Path) -> None:
         for value in np.unique(features[column]):
             mask = features[column] == value
             print(f"  {'    ' + str(value):<28} n={mask.sum():<4} MAPE {error[mask].mean():5.1f}%")
+    from advisor.fitting import fit_throughput, throughput_data
+
+    with Store(store, readonly=True) as db:
+        features, throughput, _, _ = throughput_data(db, exclude_software=("pytorch-20.06",))
+    effects = fit_throughput(features, throughput, measured={})["software_effects"]
+    print("  software stack effects (log throughput vs the PyTorch reference; 20.06 left out):")
+    for stack, effect in sorted(effects.items(), key=lambda item: item[1]):
+        print(f"    {effect:+.2f}  {stack.split(' ', 1)[1]}")
     for split, label in SPLITS:
         report(label, store, split)
     # The A100-40GB rows are the 20.06 container's (see scripts/build_artifact.py).

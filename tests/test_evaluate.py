@@ -176,7 +176,7 @@ def test_intervals_widen_with_each_axis_the_training_data_never_covered(tmp_path
     assert np.all(np.diff(width) > 0), width
     # Each axis's spread was calibrated on rows held out along that axis.
     novel = artifact.doc["throughput"]["calibration"]["novel"]
-    assert set(novel) == {"model", "gpu", "workers", "model_size"}
+    assert set(novel) == {"model", "gpu", "unit", "workers", "model_size"}
 
 
 def test_far_extrapolations_get_a_bounded_interval(tmp_path):
