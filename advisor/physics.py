@@ -292,7 +292,8 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
     with np.errstate(divide="ignore", invalid="ignore"):
         for kind in OPERATOR_CLASSES:
             peak = np.where(tensor[kind], tensor_peak, fp32_peak) * 1e12
-            work = flops[kind] - np.where(~tensor[kind], spared, 0.0) * (kind == "conv")
+            work = flops[kind] - np.where(tensor[kind], 0.0, spared) if kind == "conv" \
+                else flops[kind]
             compute = work * batch / (peak * efficiency[kind])
             traffic = nbytes[kind] * act_scale * batch / bandwidth
             prior = np.where(tensor[kind], PRIOR["compute_tensor"], PRIOR["compute_fp32"])
