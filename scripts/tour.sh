@@ -51,6 +51,10 @@ show advisor recommend --model resnet50 --deadline 24x
 show advisor recommend --model resnet50 --deadline 24h --provider azure
 show advisor recommend --model resnet50 --deadline 24h --max-nodes abc
 
+section "model cards"
+show profiler card resnet50 --format json
+show profiler card resnt50
+
 section "LLMs, own cards, markets and quotas"
 show advisor recommend --model llama_8b --tokens 1B --deadline 3d --precision bf16 --top 5
 mkdir -p "$work/my-llama"
