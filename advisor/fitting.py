@@ -213,11 +213,25 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
                                weight * params[terms:],
                                [MEAN_OFFSET_WEIGHT * (share @ offset)] if stacks else []])
 
+    # The residuals' Jacobian, in closed form (finite differences would cost one evaluation
+    # per parameter and stack): the physics rows' gradient, the stacks' and frameworks'
+    # indicators, the prior rows' constant weights and the mean row's shares.
+    own = np.eye(stacks)[stack] if stacks else np.zeros((len(stack), 0))
+    shared = np.eye(frameworks)[framework_of_stack[stack]] if stacks else own
+    mean_row = np.concatenate([np.zeros(terms), share, share @ np.eye(frameworks)[
+        framework_of_stack]]) * MEAN_OFFSET_WEIGHT if stacks else np.zeros((0, terms))
+    priors_rows = weight * np.eye(terms + stacks + frameworks)
+
+    def jacobian(params: np.ndarray) -> np.ndarray:
+        physics_rows = physics.log_combine_gradient(X, np.exp(params[:terms]))
+        return np.vstack([np.hstack([physics_rows, own, shared]), priors_rows,
+                          mean_row.reshape(-1, terms + stacks + frameworks)])
+
     start = np.concatenate([log_prior, np.zeros(stacks + frameworks)])
     low = np.concatenate([LOWER_LOG_BOUND, np.full(stacks + frameworks, -np.inf)])
     start = np.maximum(start, low + 1e-9)
-    params = least_squares(residuals, start, bounds=(low, np.inf), method="trf",
-                           x_scale=1.0).x
+    params = least_squares(residuals, start, jac=jacobian, bounds=(low, np.inf),
+                           method="trf", x_scale=1.0).x
     coefficients = {t: float(v) for t, v in zip(physics.TERMS, np.exp(params[:terms]))}
     offsets = stack_offsets(params)
     residual = log_seconds - offsets[stack] - np.log(physics.step_time(features, coefficients))

@@ -346,6 +346,22 @@ def combine(design: np.ndarray, theta: np.ndarray) -> np.ndarray:
     return (worker ** SMOOTH_MAX_POWER + server ** SMOOTH_MAX_POWER) ** (1 / SMOOTH_MAX_POWER)
 
 
+def log_combine_gradient(design: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """d log(combine(design, theta)) / d log(theta): shape (rows, terms). Each term's share of
+    its side (worker or servers), times that side's share of the smooth maximum."""
+    worker = design[:, :WORKER_TERMS] @ theta[:WORKER_TERMS]
+    server = design[:, WORKER_TERMS:] @ theta[WORKER_TERMS:]
+    power = SMOOTH_MAX_POWER
+    total = worker ** power + server ** power
+    with np.errstate(divide="ignore", invalid="ignore"):
+        worker_share = np.where(worker > 0, worker ** power / total / worker, 0.0)
+        server_share = np.where(server > 0, server ** power / total / server, 0.0)
+    scale = np.concatenate([np.repeat(worker_share[:, None], WORKER_TERMS, axis=1),
+                            np.repeat(server_share[:, None], len(theta) - WORKER_TERMS,
+                                      axis=1)], axis=1)
+    return design * theta * scale
+
+
 def step_time(features: dict, coefficients: dict | None = None) -> np.ndarray:
     """Seconds per step of one worker under the physical model."""
     coef = {**PRIOR, **(coefficients or {})}

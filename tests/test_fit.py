@@ -207,3 +207,27 @@ def test_no_fitted_efficiency_passes_the_datasheet_peak():
     coefficients = fit_throughput_core(features, too_fast)["coefficients"]
     assert coefficients["compute_tensor"] >= 1.0 and coefficients["memory"] >= 1.0
     assert coefficients["conv_tensor"] >= physics.RELATIVE_EFFICIENCY["conv"]
+
+
+def test_the_closed_form_jacobian_fits_as_finite_differences_do(monkeypatch):
+    import scipy.optimize
+
+    from advisor.fitting import fit_throughput_core
+
+    rows = [row(m, g, n, k, p) for m in MODELS for g in ("K80", "V100", "A100-40GB")
+            for n in (1, 4) for k in (1, 8) for p in ("fp32", "amp")]
+    rng = np.random.default_rng(1)
+    stacks = rng.choice(['published {"framework": "MXNet", "container": "a"}',
+                         'published {"framework": "MXNet", "container": "b"}',
+                         'published {"framework": "PyTorch", "container": "c"}'], len(rows))
+    features = {**to_arrays(rows), "software": stacks}
+    measured = true_throughput(rows) * np.exp(rng.normal(0, 0.2, len(rows)))
+    closed = fit_throughput_core(features, measured)
+    least_squares = scipy.optimize.least_squares
+    monkeypatch.setattr(scipy.optimize, "least_squares",
+                        lambda *args, jac=None, **kwargs: least_squares(*args, **kwargs))
+    numeric = fit_throughput_core(features, measured)
+    for name, value in numeric["coefficients"].items():
+        assert closed["coefficients"][name] == pytest.approx(value, rel=1e-4), name
+    for name, value in numeric["software_effects"].items():
+        assert closed["software_effects"][name] == pytest.approx(value, abs=1e-4), name
