@@ -342,6 +342,11 @@ def range_axis(features: dict, axis: str) -> np.ndarray:
     return np.asarray(features["flops_per_sample"], float)
 
 
+# A stack that records versions but no framework: the package whose version it records.
+VERSIONED_FRAMEWORKS = (("torch", "pytorch"), ("tensorflow", "tensorflow"), ("mxnet", "mxnet"),
+                        ("jax", "jax"))
+
+
 def framework(stack: str) -> str:
     """The framework of a `software_label` (lower case): the recorded `framework`, else torch
     or tensorflow where their versions are recorded, else 'unknown'."""
@@ -353,8 +358,7 @@ def framework(stack: str) -> str:
         return "unknown"
     if software.get("framework"):
         return str(software["framework"]).lower()
-    return next((name for name in ("torch", "tensorflow", "mxnet", "jax") if name in software),
-                "unknown").replace("torch", "pytorch")
+    return next((name for key, name in VERSIONED_FRAMEWORKS if key in software), "unknown")
 
 
 def _software_effect(spec: dict, stack: str) -> float:

@@ -250,7 +250,7 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
 def reference_stacks(names: np.ndarray) -> np.ndarray:
     """Which software stacks (`software_label`s) the physics describes: the PyTorch ones (a
     published PyTorch container, this project's own torch runs); every stack where none is."""
-    torch = np.char.find(np.char.lower(np.asarray(names, dtype=str)), "torch") >= 0
+    torch = np.array([framework(name) == "pytorch" for name in names], dtype=bool)
     return torch if torch.any() else np.ones(len(torch), dtype=bool)
 
 
@@ -439,9 +439,8 @@ def novel_spreads(features: dict, throughput: np.ndarray,
     its `range_growth`}). Models need 3 or more (the stated requirement of the extrapolated
     spread before), GPUs, arithmetic units and range values 2. A range axis trains on its
     values up to a cut and predicts the rest, for up to RANGE_CUTS cuts from the median value
-    up, so that its
-    held-out errors span several distances; its quantiles are of the residuals scaled back
-    to distance 0 by the growth form (normalised conformal scores)."""
+    up, so that its held-out errors span several distances; its quantiles are of the
+    residuals scaled back to distance 0 by the growth form (normalised conformal scores)."""
     from sklearn.model_selection import LeaveOneGroupOut, PredefinedSplit
 
     spreads: dict[str, list[float]] = {}

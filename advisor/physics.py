@@ -51,9 +51,8 @@ from gpuadvisor.vocab import HALF_PRECISIONS
 
 # Order of the design-matrix columns; the artifact stores coefficients in this order.
 TERMS = ("compute_fp32", "compute_tensor", "conv_fp32", "conv_tensor", "memory", "fixed",
-         "tensor_launch",
-         "tensor_memory", "allreduce_inter", "allreduce_intra", "ps_link", "ps_server",
-         "ps_server_tensor")
+         "tensor_launch", "tensor_memory", "allreduce_inter", "allreduce_intra", "ps_link",
+         "ps_server", "ps_server_tensor")
 WORKER_TERMS = len(TERMS) - 2  # every term but the last two (the servers') adds to a step
 SMOOTH_MAX_POWER = 4.0
 

@@ -172,11 +172,14 @@ def test_a_software_stack_effect_is_fitted_apart_from_the_physics():
     truth = true_throughput(rows)
     # One stack's kernels 30% faster, on rows drawn at random (not confounded with a feature).
     fast = np.random.default_rng(0).permutation(len(rows)) < len(rows) // 2
-    features = {**to_arrays(rows), "software": np.where(fast, "mxnet fast", "tensorflow slow")}
+    # Stacks as `software_label` names them: the source, then the recorded software.
+    mxnet = 'published {"container": "fast", "framework": "MXNet"}'
+    tensorflow = 'published {"container": "slow", "framework": "TensorFlow"}'
+    pytorch = 'published {"container": "pytorch-21.03 container", "framework": "PyTorch"}'
+    features = {**to_arrays(rows), "software": np.where(fast, mxnet, tensorflow)}
     core = fit_throughput_core(features, np.where(fast, 1.3, 1.0) * truth)
     effects = core["software_effects"]
-    assert effects["mxnet fast"] - effects["tensorflow slow"] == pytest.approx(np.log(1.3),
-                                                                               abs=0.01)
+    assert effects[mxnet] - effects[tensorflow] == pytest.approx(np.log(1.3), abs=0.01)
     # Without a PyTorch stack the physics fits the average one (the offsets' row-weighted
     # mean is 0): as one stack measuring every row at the geometric mean of the two would.
     features.pop("software")
@@ -184,10 +187,9 @@ def test_a_software_stack_effect_is_fitted_apart_from_the_physics():
     for name, value in average.items():
         assert core["coefficients"][name] == pytest.approx(value, rel=0.02), name
     # With one, the physics describes the PyTorch stack: the one `recommend` prices.
-    features["software"] = np.where(fast, "mxnet fast", "published pytorch-21.03 container")
+    features["software"] = np.where(fast, mxnet, pytorch)
     core = fit_throughput_core(features, np.where(fast, 1.3, 1.0) * truth)
-    assert core["software_effects"]["published pytorch-21.03 container"] == pytest.approx(
-        0.0, abs=1e-3)
+    assert core["software_effects"][pytorch] == pytest.approx(0.0, abs=1e-3)
     features.pop("software")
     plain = fit_throughput_core(features, truth)["coefficients"]
     for name, value in plain.items():
