@@ -10,7 +10,11 @@
   the catalog lacks (`B300`, `P4`) match nothing (cloud.skypilot also tells family members
   apart by memory);
 - GCP's accelerator types, `nvidia-` and `nvidia-tesla-` before either form
-  (`nvidia-tesla-t4`, `nvidia-a100-80gb`, `nvidia-l4`).
+  (`nvidia-tesla-t4`, `nvidia-a100-80gb`, `nvidia-l4`);
+- the marketing name with its spaces or dashes, where no name or family matched: `RTX 3090`,
+  `rtx-a6000`, `RTX 6000 Ada` and `Titan RTX` are RTX3090, RTXA6000, RTX6000Ada and TitanRTX
+  (canonical names of workstation and desktop cards carry no dash, so that `RTX` is not a
+  family).
 
 Where the name lives: data about an offering or a trial (catalog, store, spec, Trial) call it
 `gpu_type`; the performance model's feature is `gpu`. Both hold canonical names.
@@ -35,4 +39,9 @@ def gpu_matches(text: str, known: Iterable[str]) -> tuple[str, ...]:
         key = key.removeprefix(prefix)
     known = tuple(known)
     exact = tuple(name for name in known if name.lower() == key)
-    return exact or tuple(name for name in known if family(name) == key)
+    return (exact or tuple(name for name in known if family(name) == key)
+            or tuple(name for name in known if _compact(name) == _compact(key)))
+
+
+def _compact(name: str) -> str:
+    return name.lower().replace("-", "")

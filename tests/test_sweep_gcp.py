@@ -29,7 +29,8 @@ SPEC = {"name": "gcpstart", "provider": "gcp", "models": ["resnet18"], "nodes": 
 
 def play_agents(fake, results: str, cluster: str, nodes: int, stop: threading.Event) -> None:
     """What the nodes would write: agent_start once their VM runs, a first step each once all
-    are up, rank 0's result; then the VMs shut down."""
+    are up, rank 0's result, each agent's exit; then the VMs shut down (a VM that ends
+    without its agent's exit is a lost node, and the trial would replace it)."""
     sink = open_sink(results, cluster)
     started: set[int] = set()
     while len(started) < nodes and not stop.wait(0.05):
@@ -49,6 +50,8 @@ def play_agents(fake, results: str, cluster: str, nodes: int, stop: threading.Ev
     Recorder(sink, node=0, rank=0).emit(
         "result", model="resnet18", batch_per_gpu=8, precision="fp32", world_size=nodes,
         device="Tesla V100-SXM2-16GB", throughput=500.0, steps_measured=60, stable=True)
+    for index in sorted(started):
+        Recorder(sink, node=index, rank=None).emit("agent_exit", exit_code=0, duration_s=1.0)
     for instance in fake.instances.values():
         instance["status"] = "TERMINATED"
 
@@ -71,6 +74,7 @@ def test_startup_rows_carry_gcp_phases(tmp_path):
             agents.join()
         startups = store.rows("startups", {"trial_id": row["id"]})
     assert row["status"] == "finished", row["error"]
+    assert len(run.launches) == 2, run.launches  # no node was taken for lost and replaced
     records = open_sink(results, run.cluster.cluster).read_all()
     nodes = {n.index: n for n in run.launched.values()}
     assert sorted(s["node"] for s in startups) == [0, 1]
