@@ -28,8 +28,9 @@ from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 log = logging.getLogger(__name__)
 
 # 2: overhead priors by provider with sources, lifetime figure fits; 3: interval growth with
-# distance (`doubling`) bounded by the physics `ceiling`
-SCHEMA_VERSION = 4
+# distance (`doubling`) bounded by the physics `ceiling`; 4: convolution terms, software-stack
+# effects, arithmetic units seen; 5: a `grouped_conv` term
+SCHEMA_VERSION = 5
 TARGETS = ("throughput", "startup_s", "checkpoint_s", "recovery_s")
 PROVENANCE = ("measured", "interpolated", "extrapolated")  # from best to worst evidence
 PREEMPTIBLE_CAP_S = 24 * 3600.0  # GCP stops a legacy preemptible VM after 24 h

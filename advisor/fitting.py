@@ -43,10 +43,12 @@ MEAN_OFFSET_WEIGHT = 100.0
 # No operator runs faster than its unit's datasheet peak or the DRAM bandwidth: the GEMM and
 # memory coefficients (inverse efficiencies of a large matrix product, a streaming kernel) are
 # at least 1, the convolution ones at least the convolutions' stated relative efficiency (a
-# convolution at the peak by its direct FLOP count). The other terms are only non-negative.
+# convolution at the peak by its direct FLOP count; a grouped one at the peak, or at the DRAM
+# bandwidth where its traffic binds). The other terms are only non-negative.
 LOWER_LOG_BOUND = np.array([
     0.0 if term in ("compute_fp32", "compute_tensor", "memory")
     else math.log(physics.RELATIVE_EFFICIENCY["conv"]) if term in ("conv_fp32", "conv_tensor")
+    else math.log(physics.RELATIVE_EFFICIENCY["grouped_conv"]) if term == "grouped_conv"
     else -np.inf for term in physics.TERMS])
 # The correction's ridge penalty is chosen inside each fit by leave-one-model-out on that
 # fit's own training data (nested in any evaluation), from this grid; few models: the largest.

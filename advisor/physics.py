@@ -13,7 +13,8 @@ belong. A training step of one worker then costs
 
     t = a_fp32 * sum F_c*b/(e_c s P_fp32)   over compute-bound GEMM-like classes on FP32 cores
       + a_tensor * sum F_c*b/(e_c s P_tensor) over compute-bound GEMM-like classes on tensor cores
-      + a_conv_fp32, a_conv_tensor: the same sums over the convolution classes
+      + a_conv_fp32, a_conv_tensor: the same sums over the dense convolutions
+      + a_grouped * sum t_c over grouped/depthwise convolutions, whichever side binds
       + a_mem * (sum B_c*b + step bytes + optimizer bytes) / BW_mem   (memory-bound classes)
       + a_fixed                                                  (framework, input)
       + a_launch * T + a_layer * T*b / BW_mem                    (per-layer launches, traffic)
@@ -50,8 +51,8 @@ from gpuadvisor.cards import OPERATOR_CLASSES
 from gpuadvisor.vocab import HALF_PRECISIONS
 
 # Order of the design-matrix columns; the artifact stores coefficients in this order.
-TERMS = ("compute_fp32", "compute_tensor", "conv_fp32", "conv_tensor", "memory", "fixed",
-         "tensor_launch", "tensor_memory", "allreduce_inter", "allreduce_intra", "ps_link",
+TERMS = ("compute_fp32", "compute_tensor", "conv_fp32", "conv_tensor", "grouped_conv", "memory",
+         "fixed", "tensor_launch", "tensor_memory", "allreduce_inter", "allreduce_intra", "ps_link",
          "ps_server", "ps_server_tensor")
 WORKER_TERMS = len(TERMS) - 2  # every term but the last two (the servers') adds to a step
 SMOOTH_MAX_POWER = 4.0
@@ -72,6 +73,7 @@ PRIOR = {
     "compute_tensor": 1 / 0.7,
     "conv_fp32": 1 / 0.7,
     "conv_tensor": 1 / 0.7,
+    "grouped_conv": 1 / 0.7,
     "memory": 1 / 0.7,
     "fixed": 0.005,
     "tensor_launch": 1e-4,
@@ -90,7 +92,11 @@ PRIOR = {
 RELATIVE_EFFICIENCY = {"matmul": 1.0, "conv": 0.7, "grouped_conv": 0.25, "attention": 0.6,
                        "norm": 1.0, "other": 1.0}
 TENSOR_CLASSES = ("matmul", "conv", "attention")  # what cuBLAS/cuDNN run on tensor cores
-CONV_CLASSES = ("conv", "grouped_conv")  # priced with the convolution terms
+# Grouped and depthwise convolutions get a term of their own, compute- or memory-bound: their
+# kernels fall short of both rooflines by a margin of their own (depthwise layers "cannot fully
+# utilize modern accelerators", Tan & Le, EfficientNetV2, ICML 2021), so what a depthwise
+# net's rows teach must not move the dense convolutions' or the element-wise kernels' terms.
+GROUPED_CLASSES = ("grouped_conv",)
 # On the FP32 cores cuDNN runs 3x3 stride-1 convolutions (the card's
 # `winograd_flops_per_sample`) with Winograd's minimal filtering, F(2x2,3x3): 16 multiplies
 # where a direct convolution makes 36 (Lavin & Gray, CVPR 2016), the transforms being cheap
@@ -273,9 +279,10 @@ def sustained_peaks(features: dict) -> tuple[np.ndarray, np.ndarray]:
 
 def roofline_terms(features: dict) -> dict[str, np.ndarray]:
     """Seconds at full efficiency, per row, of the compute-bound work of the GEMM-like and of
-    the convolution classes on FP32 cores and on tensor cores (`compute_fp32`,
-    `compute_tensor`, `conv_fp32`, `conv_tensor`) and of the memory-bound traffic (`memory`);
-    each class binds where its prior time is longer."""
+    the dense convolution classes on FP32 cores and on tensor cores (`compute_fp32`,
+    `compute_tensor`, `conv_fp32`, `conv_tensor`), of the grouped convolutions whichever side
+    binds (`grouped_conv`) and of the memory-bound traffic (`memory`); each class binds where
+    its prior time is longer."""
     batch = _arr(features, "batch_per_gpu")
     bandwidth = _arr(features, "gpu_mem_bw_gbps") * 1e9
     fp32_peak, tensor_peak = sustained_peaks(features)
@@ -285,7 +292,8 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
     efficiency = {kind: np.where(split, RELATIVE_EFFICIENCY[kind], UNSPLIT_RELATIVE_EFFICIENCY)
                   for kind in OPERATOR_CLASSES}
     out = {name: np.zeros(len(batch)) for name in
-           ("compute_fp32", "compute_tensor", "conv_fp32", "conv_tensor", "memory")}
+           ("compute_fp32", "compute_tensor", "conv_fp32", "conv_tensor", "grouped_conv",
+            "memory")}
     winograd = np.nan_to_num(_optional(features, "winograd_flops_per_sample", len(batch)))
     spared = np.where(split, winograd * (1 - 1 / WINOGRAD_REDUCTION), 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -297,7 +305,10 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
             traffic = nbytes[kind] * act_scale * batch / bandwidth
             prior = np.where(tensor[kind], PRIOR["compute_tensor"], PRIOR["compute_fp32"])
             bound = compute * prior >= traffic * PRIOR["memory"]
-            family = "conv" if kind in CONV_CLASSES else "compute"
+            if kind in GROUPED_CLASSES:
+                out["grouped_conv"] += np.where(bound, compute, traffic)
+                continue
+            family = "conv" if kind == "conv" else "compute"
             out[f"{family}_tensor"] += np.where(bound & tensor[kind], compute, 0.0)
             out[f"{family}_fp32"] += np.where(bound & ~tensor[kind], compute, 0.0)
             out["memory"] += np.where(bound, 0.0, traffic)

@@ -49,6 +49,13 @@ POINTS = [
     ("bert_large", "A100-80GB", "amp", 1, 64, 128),
     ("bert_large", "A100-80GB", "amp", 1, 32, 384),
     ("bert_large", "H100-80GB", "bf16", 1, 64, 128),
+    # GPUs no training data of ours was measured on (datasheet figures only):
+    ("resnet50", "A10", "amp", 1, 256, None),
+    ("resnet50", "RTX3090", "amp", 1, 256, None),
+    ("resnet50", "RTX3090", "fp32", 1, 128, None),
+    ("resnet50", "RTX4090", "amp", 1, 256, None),
+    ("resnet50", "RTXA6000", "amp", 1, 256, None),
+    ("bert_large", "A40", "amp", 1, 32, 128),
 ]
 LINK = {"L4": "PCIe", "T4": "PCIe"}  # the others: their NVLink/NVSwitch node
 

@@ -106,15 +106,20 @@ def test_saved_activation_bytes_by_hand():
 
 @pytest.fixture(scope="module")
 def computed():
-    """Every shipped card computed live (about a second each on the meta device): the zoo
-    at its default sizes and at the published ones (model@size)."""
+    """Every shipped card computed live (seconds each on the meta device, so on every core):
+    the zoo at its default sizes and at the published ones (model@size)."""
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
     from gpuadvisor.cards import base_model
 
-    out = {}
-    for name, card in load_cards().items():
-        computed = cards.compute_card(base_model(name), card["image_size"], card["seq_len"])
-        out[computed["model"]] = computed
-    return out
+    shipped = load_cards().values()
+    with ProcessPoolExecutor(min(4, os.cpu_count() or 1), multiprocessing.get_context("spawn"),
+                             initializer=torch.set_num_threads, initargs=(1,)) as pool:
+        jobs = [pool.submit(cards.compute_card, base_model(card["model"]), card["image_size"],
+                            card["seq_len"]) for card in shipped]
+        return {job.result()["model"]: job.result() for job in jobs}
 
 
 def test_resnet50_card_matches_published_figures(computed):

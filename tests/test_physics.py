@@ -75,13 +75,17 @@ def test_each_operator_class_binds_at_the_gpus_balance_point():
     # A depthwise convolution of intensity ~1 FLOP/byte is memory-bound on an A100 ...
     depthwise = split_card(grouped_conv=(1e7, 1e7))
     a100 = terms(gpu="A100-80GB", params=0.0, **depthwise)
-    assert a100["conv_fp32"] == 0 and a100["memory"] == pytest.approx(1e9 / 2039e9)
-    # ... and runs on the FP32 cores even under amp, where matrix products use tensor cores;
-    # convolutions are priced by the convolution terms, GEMMs by the GEMM terms.
+    assert a100["grouped_conv"] == pytest.approx(1e9 / 2039e9)  # its traffic, in its own term
+    assert a100["conv_fp32"] == a100["memory"] == 0
+    # ... and runs on the FP32 cores even under amp, where matrix products use tensor cores,
+    # at a quarter of a GEMM's efficiency; no other term prices it.
     denser = terms(gpu="A100-80GB", precision="amp", params=0.0,
                    **split_card(grouped_conv=(1e10, 1e6)))
-    assert denser["conv_tensor"] == 0 and denser["conv_fp32"] > 0
-    assert denser["compute_fp32"] == denser["compute_tensor"] == 0
+    spec = gpu_features("A100-80GB")
+    assert denser["grouped_conv"] == pytest.approx(1e12 / (
+        spec["gpu_fp32_tflops"] * 1e12 * spec["gpu_clock_fraction"] * 0.25))
+    assert [denser[t] for t in ("compute_fp32", "compute_tensor", "conv_fp32", "conv_tensor",
+                                "memory")] == [0] * 5
 
 
 def test_fp32_runs_convolutions_in_tf32_on_ampere_as_pytorch_does():

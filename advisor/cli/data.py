@@ -103,8 +103,10 @@ def import_cmdare(
         try:
             root = cmdare.find_root(path)
             total = len(cmdare.plan(root))
+            console = Console(stderr=True)  # no bar (and no blank line) off a terminal
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                          console=Console(stderr=True), transient=True) as bar:
+                          console=console, transient=True,
+                          disable=not console.is_terminal) as bar:
                 task = bar.add_task("reading CM-DARE files", total=total)
                 result = cmdare.import_cmdare(root, db, progress=lambda _: bar.advance(task))
         except ImportDataError as exc:

@@ -174,7 +174,9 @@ def _compute(names: list[str], image_size=None, seq_len=None, batch_per_gpu=None
     try:
         from profiler.cards import compute_card
 
-        with Progress(transient=True, console=_stderr()) as progress:
+        console = _stderr()  # off where stderr is no terminal: it would print a blank line
+        with Progress(transient=True, console=console,
+                      disable=not console.is_terminal) as progress:
             task = progress.add_task("computing on the meta device", total=len(names))
             out = []
             for name in names:
