@@ -196,8 +196,27 @@ def test_bad_published_file(tmp_path):
         load_published(bad)
     rows = SHIPPED.read_text().splitlines()
     bad.write_text("\n".join([rows[0], rows[1].replace(",A100-80GB,A100-80GB,", ",Z9,Z9,")]))
-    with pytest.raises(ImportDataError, match="line 2: .*unknown GPU 'Z9'"):
+    with pytest.raises(ImportDataError, match="line 2: unknown GPU 'Z9'; known: .*; a GPU of "
+                                              "your own needs its datasheet row in .*gpus.csv"):
         load_published(bad)
+
+
+def test_a_gpu_of_ones_own_is_read_from_the_users_gpus_csv(tmp_path, monkeypatch):
+    from cloud.gpus import gpu_specs
+
+    monkeypatch.setenv("GPUADVISOR_HOME", str(tmp_path))
+    shipped_gpus = data.shipped("gpus.csv").read_text().splitlines()
+    a100 = next(line for line in shipped_gpus if line.startswith("A100-80GB,"))
+    (tmp_path / "gpus.csv").write_text("\n".join([*shipped_gpus, "Z9" + a100[9:]]) + "\n")
+    figures = tmp_path / "figures.csv"
+    rows = SHIPPED.read_text().splitlines()
+    figures.write_text("\n".join([rows[0], rows[1].replace(",A100-80GB,A100-80GB,", ",Z9,Z9,")]))
+    gpu_specs.cache_clear()
+    try:
+        [trial] = load_published(figures)
+    finally:
+        gpu_specs.cache_clear()
+    assert trial["gpu_type"] == "Z9"
 
 
 def test_each_row_is_matched_to_the_card_at_its_own_input_size():

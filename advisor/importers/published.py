@@ -90,7 +90,12 @@ def matched_card(row: dict[str, str], cards: dict[str, dict]) -> str | None:
 def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict[str, Any]:
     """The trial of one published row; `cards` (default: the model cards in use) match it
     to the card at its input size (`extra.card`)."""
-    gpu = gpu_spec(row["gpu"]).gpu  # KeyError names the known GPUs
+    try:
+        gpu = gpu_spec(row["gpu"]).gpu
+    except KeyError as exc:  # names the known GPUs
+        raise ValueError(f"{exc.args[0]}; a GPU of your own needs its datasheet row in "
+                         f"{data.user_dir() / 'gpus.csv'} (a copy of the shipped gpus.csv with "
+                         "the row added; datasets/README.md gives the columns)") from None
     nodes, gpus = _nodes(row), _int(row["num_gpus"] or "0", "num_gpus")
     if nodes < 1 or gpus % nodes:
         raise ValueError(f"num_gpus {gpus} is not a whole number of GPUs on each of "
