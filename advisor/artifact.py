@@ -29,13 +29,13 @@ log = logging.getLogger(__name__)
 
 # 2: overhead priors by provider with sources, lifetime figure fits; 3: interval growth with
 # distance (`doubling`) bounded by the physics `ceiling`; 4: convolution terms, software-stack
-# effects, arithmetic units seen; 5: a `grouped_conv` term
+# effects, arithmetic units seen; 5: a `grouped_conv` term, the `gpu_peak` range axis
 SCHEMA_VERSION = 5
 TARGETS = ("throughput", "startup_s", "checkpoint_s", "recovery_s")
 PROVENANCE = ("measured", "interpolated", "extrapolated")  # from best to worst evidence
 PREEMPTIBLE_CAP_S = 24 * 3600.0  # GCP stops a legacy preemptible VM after 24 h
 # Axes whose trained range bounds an interval's calibration (`range_axis`).
-RANGE_AXES = ("workers", "model_size")
+RANGE_AXES = ("workers", "model_size", "gpu_peak")
 
 
 class ArtifactError(AdvisorError):
@@ -336,10 +336,14 @@ def _interval(calibration: dict, value: np.ndarray, provenance: np.ndarray):
 
 
 def range_axis(features: dict, axis: str) -> np.ndarray:
-    """A configuration's value on a RANGE_AXES axis: workers in the cluster, or the model's
-    FLOPs per sample (its size at the input size trained)."""
+    """A configuration's value on a RANGE_AXES axis: workers in the cluster, the model's
+    FLOPs per sample (its size at the input size trained), or the sustained peak TFLOPS its
+    arithmetic runs under (a GPU far slower or faster than any trained on, K80 against
+    P100s, is an extrapolation in size like a larger cluster)."""
     if axis == "workers":
         return np.asarray(features["nodes"], float) * np.asarray(features["gpus_per_node"], float)
+    if axis == "gpu_peak":
+        return physics.effective_peak_tflops(features)
     return np.asarray(features["flops_per_sample"], float)
 
 

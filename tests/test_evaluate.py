@@ -176,7 +176,7 @@ def test_intervals_widen_with_each_axis_the_training_data_never_covered(tmp_path
     assert np.all(np.diff(width) > 0), width
     # Each axis's spread was calibrated on rows held out along that axis.
     novel = artifact.doc["throughput"]["calibration"]["novel"]
-    assert set(novel) == {"model", "gpu", "unit", "workers", "model_size"}
+    assert set(novel) == {"model", "gpu", "unit", "workers", "model_size", "gpu_peak"}
 
 
 def test_far_extrapolations_get_a_bounded_interval(tmp_path):
@@ -189,7 +189,7 @@ def test_far_extrapolations_get_a_bounded_interval(tmp_path):
     synthetic_store(tmp_path / "m.db", gpus=("T4", "V100"))
     doc = fit_store(tmp_path / "m.db")[0]
     calibration = doc["throughput"]["calibration"]
-    calibration["doubling"] = {"workers": 0.5, "model_size": 0.5}  # fast growth, to bound
+    calibration["doubling"] = {"workers": 0.5, "model_size": 0.5, "gpu_peak": 0.5}  # to bound
     far = [{**row("mid", "A100-40GB", n, 4, "amp"), "model": "unseen",
             "flops_per_sample": flops}
            for n, flops in ((64, 2e12), (1024, 2e14), (2 ** 20, 2e18))]

@@ -34,7 +34,10 @@ def test_every_published_figure_is_carried_with_its_citation(reference):
         # MLPerf Training logs: v1.0 and v2.1-v4.0, NVIDIA's and (v4.0) Dell's submissions.
         mlperf = re.match(r"published: mlcommons/training_results_v\d+\.\d+ (NVIDIA|Dell)/results/",
                           row["source"])
-        assert dle and "README.md@" in row["source"] or mlperf and ".txt@" in row["source"]
+        tf_benchmarks = row["source"].startswith(  # TensorFlow's 2017 benchmarks page
+            "published: tensorflow/tensorflow tensorflow/docs_src/performance/benchmarks.md@")
+        assert (dle and "README.md@" in row["source"] or mlperf and ".txt@" in row["source"]
+                or tf_benchmarks)
 
 
 def test_hand_checked_counts():
@@ -42,13 +45,13 @@ def test_hand_checked_counts():
     # 2026-11-24 (TensorFlow ResNet-50; PyTorch and PaddlePaddle BERT pre-training, multi-node;
     # eight models the zoo has no card for; two MLPerf Training v1.0 ResNet-50 runs) + 36 ResNet-50
     # rows on 2026-11-25 (MXNet and PaddlePaddle READMEs; MLPerf v2.1-v4.0 runs on H100, H200,
-    # L40S).
+    # L40S) + 95 ResNet-50/152 rows from TensorFlow's benchmarks page (K80, P100; 1-64 GPUs).
     rows = _shipped()
-    assert len(rows) == 504
+    assert len(rows) == 599
     per_model = {}
     for r in rows:
         per_model[r["model"]] = per_model.get(r["model"], 0) + 1
-    assert per_model == {"resnet50": 70, "bert_large": 152, "transformer_big": 4,
+    assert per_model == {"resnet50": 128, "resnet152": 37, "bert_large": 152, "transformer_big": 4,
                          "efficientnet_b0": 16, "efficientnet_b4": 16,
                          "efficientnet_widese_b0": 16, "efficientnet_widese_b4": 16,
                          "resnext101_32x4d": 16, "se_resnext101_32x4d": 16,
@@ -68,9 +71,9 @@ def test_hand_checked_counts():
     assert (row["num_gpus"], row["batch_per_gpu"], float(row["throughput"])) == \
         ("256", "32", 60206)
     (row,) = [r for r in rows if r["framework"] == "TensorFlow" and r["num_gpus"] == "16"
-              and r["precision"] == "fp32"]
+              and r["precision"] == "fp32" and r["gpu"] == "V100"]
     assert (row["gpu"], row["batch_per_gpu"], float(row["throughput"])) == ("V100", "128", 6500)
-    added = [r for r in rows if r["as_of"] == "2026-11-25"]
+    added = [r for r in rows if r["as_of"] == "2026-11-25" and "tensorflow/" not in r["source"]]
     assert len(added) == 36 and {r["model"] for r in added} == {"resnet50"}
     assert sorted(r["gpu"] for r in added if "mlcommons" in r["source"]) == [
         "H100-80GB", "H100-80GB", "H100-80GB", "H100-80GB", "H200", "L40S"]
@@ -79,6 +82,12 @@ def test_hand_checked_counts():
     (row,) = [r for r in added if r["framework"] == "MXNet" and r["num_gpus"] == "16"
               and r["precision"] == "fp32"]
     assert (row["gpu"], row["batch_per_gpu"], float(row["throughput"])) == ("V100", "128", 6338)
+    tf_page = [r for r in rows if "tensorflow/docs_src" in r["source"]]
+    assert len(tf_page) == 95 and {r["gpu"] for r in tf_page} == {"K80", "P100SXM2"}
+    (row,) = [r for r in tf_page if r["gpu_as_published"].startswith("Google Compute Engine")
+              and r["model"] == "resnet50" and r["num_gpus"] == "1" and r["batch_per_gpu"] == "64"
+              and r["notes"].startswith("synthetic")]
+    assert float(row["throughput"]) == 51.9
 
 
 def test_multi_node_rows_are_imported_across_nodes(tmp_path):
@@ -89,15 +98,16 @@ def test_multi_node_rows_are_imported_across_nodes(tmp_path):
     # 2-32 DGX A100 nodes of 8 GPUs: PyTorch and PaddlePaddle BERT pre-training, 20 each;
     # 2-8 DGX-2H nodes of 16 V100s: Transformer-XL large, 6.
     # and MLPerf's 8-node ResNet-50 run.
+    # and TensorFlow's 2-8 p2.8xlarge instances of 8 K80s at 10 Gb/s, 9.
     dgx_a100 = [t for t in multi if t["gpu_type"] == "A100-80GB"]
-    assert len(dgx_a100) == 41 and len(multi) == 47
+    assert len(dgx_a100) == 41 and len(multi) == 56
     assert {t["gpus_per_node"] for t in dgx_a100} == {8}
     assert {t["nodes"] for t in dgx_a100} == {2, 4, 8, 16, 32}
-    (mlperf,) = [t for t in multi if t["model"] == "resnet50"]
+    (mlperf,) = [t for t in dgx_a100 if t["model"] == "resnet50"]
     assert (mlperf["nodes"], mlperf["batch_per_gpu"], mlperf["throughput"]) == (8, 204, 198704)
     assert all(t["extra"]["network_gbps"] == 1600 for t in dgx_a100)
-    assert {(t["gpus_per_node"], t["extra"]["network_gbps"]) for t in multi
-            if t not in dgx_a100} == {(16, 800)}
+    assert {(t["gpu_type"], t["gpus_per_node"], t["extra"]["network_gbps"]) for t in multi
+            if t not in dgx_a100} == {("V100", 16, 800), ("K80", 8, 10)}
     bad = tmp_path / "figures.csv"
     rows = SHIPPED.read_text().splitlines()
     (line,) = [r for r in rows if "32 x DGX A100" in r and "PaddlePaddle" in r
@@ -158,7 +168,7 @@ def test_names_match_the_zoo_and_the_catalog():
     assert {r["precision"] for r in _shipped()} == {"fp32", "tf32", "amp"}
     for r in _shipped():
         assert r["precision"] != "tf32" or r["gpu"].startswith("A100")
-        assert r["precision"] != "fp32" or r["gpu"] == "V100"
+        assert r["precision"] != "fp32" or not gpu_spec(r["gpu"]).tf32  # V100, P100, K80
     bert = [r for r in _shipped() if r["model"] == "bert_large"]
     for r in bert:
         if r["model_as_published"] == "bert-large-squad-finetune":

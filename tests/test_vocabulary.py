@@ -60,6 +60,7 @@ def test_a_market_is_named_by_the_spot_flag():
     ("nvidia-b200", ("B200",)), ("B300", ()),  # not in datasets/gpus.csv
     ("A10", ("A10",)), ("RTX 3090", ("RTX3090",)), ("rtx-a6000", ("RTXA6000",)),  # marketing
     ("RTX 6000 Ada", ("RTX6000Ada",)), ("Titan RTX", ("TitanRTX",)), ("RTX", ()),
+    ("P100", ("P100",)), ("P100-SXM2", ("P100SXM2",)),  # the clouds' PCIe part; the DGX-1's
 ])
 def test_one_gpu_resolver_for_what_people_type(typed, names):
     assert gpu_matches(typed, gpu_specs()) == names
