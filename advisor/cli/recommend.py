@@ -65,6 +65,9 @@ NARROW_LAYOUTS = (
      {"time": "time_conf", "cost": "cost_conf", "shape": "shape_short", "batch": "batch_short",
       "where": "provider"},
      "evidence, samples/s, P50s, region"),
+    (("provenance", "throughput", "remedy", "where"),  # the instance's name tells the cloud
+     {"time": "time_conf", "cost": "cost_conf", "shape": "shape_short", "batch": "batch_short"},
+     "evidence, samples/s, P50s, where"),
 )
 # The remedy's word in the narrow batch column (accumulation shows as the x<steps>; its
 # cost, like the other hidden figures, is in --format json).
