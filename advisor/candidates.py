@@ -93,6 +93,14 @@ class Candidates:
                                 for c in ("provider", "gpu_type", "region")))))
 
 
+def _has_datasheet(gpu_spec: Callable, name: str) -> bool:
+    try:
+        gpu_spec(name)
+    except KeyError:
+        return False
+    return True
+
+
 def enumerate_candidates(
     offerings: Mapping[str, np.ndarray],
     workload: Workload,
@@ -127,9 +135,12 @@ def enumerate_candidates(
                    else tuple(k for k in known if k.lower() == w.lower()) for w in wanted}
         unknown = sorted(w for w, names in matches.items() if not names)
         if unknown:
-            raise CandidateError(
-                f"unknown {label} {', '.join(unknown)}; the catalog has: {', '.join(known)}",
-                parameter)
+            # A GPU with a datasheet row but no offering (an RTX 3090, an A40) is not unknown:
+            # neither cloud rents it.
+            unrented = [w for w in unknown if label == "GPU" and _has_datasheet(gpu_spec, w)]
+            what = (f"GPU {', '.join(unrented)} is not rented by GCP or AWS in the price catalog"
+                    if unrented == unknown else f"unknown {label} {', '.join(unknown)}")
+            raise CandidateError(f"{what}; the catalog has: {', '.join(known)}", parameter)
         match = np.isin(values, [name for names in matches.values() for name in names])
         reasons[Cut(FILTER_REASONS[label])] += int(rows_per_offering[keep & ~match].sum())
         keep &= match

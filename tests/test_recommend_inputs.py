@@ -144,7 +144,9 @@ def test_filters(filters, kept):
 @pytest.mark.parametrize("filters, message", [
     (Filters(providers=["azure"]), "unknown provider azure; the catalog has: aws, gcp"),
     (Filters(regions=["mars-1"]), "unknown region mars-1"),
-    (Filters(gpus=["H200"]), "unknown GPU H200; the catalog has: A100-40GB, T4, V100"),
+    (Filters(gpus=["H200"]), "GPU H200 is not rented by GCP or AWS in the price catalog; "
+                             "the catalog has: A100-40GB, T4, V100"),  # a datasheet row, no offer
+    (Filters(gpus=["Z9"]), "unknown GPU Z9; the catalog has: A100-40GB, T4, V100"),
     (Filters(max_nodes=0), "^max_nodes must be at least 1"),
 ])
 def test_unknown_filter_values_list_what_the_catalog_holds(filters, message):
