@@ -8,7 +8,15 @@ from pathlib import Path
 import typer
 
 from advisor.cli.app import app
-from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail_with, warn
+from gpuadvisor.cli.output import (
+    FORMAT_OPTION_HELP,
+    Format,
+    emit,
+    emit_json,
+    fail_with,
+    stderr_progress,
+    warn,
+)
 from gpuadvisor.cli.settings import envvar
 
 data_app = typer.Typer(help="Measurement data: import CM-DARE's data, exchange files and "
@@ -94,8 +102,7 @@ def import_cmdare(
 
         advisor data import cmdare ../shared/reference/cmdare --store m.db --format json
     """
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 
     from advisor.importers import ImportDataError, cmdare
 
@@ -103,10 +110,8 @@ def import_cmdare(
         try:
             root = cmdare.find_root(path)
             total = len(cmdare.plan(root))
-            console = Console(stderr=True)  # no bar (and no blank line) off a terminal
-            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                          console=console, transient=True,
-                          disable=not console.is_terminal) as bar:
+            with stderr_progress(TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn()) as bar:
                 task = bar.add_task("reading CM-DARE files", total=total)
                 result = cmdare.import_cmdare(root, db, progress=lambda _: bar.advance(task))
         except ImportDataError as exc:

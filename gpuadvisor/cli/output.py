@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import typer
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
     from rich.table import Table
 
 
@@ -70,6 +71,16 @@ def one_line(message: str) -> str:
 
 def warn(message: str) -> None:
     typer.echo(f"warning: {message}", err=True)
+
+
+def stderr_progress(*columns: Any) -> Progress:
+    """A transient rich progress bar on stderr (stdout stays the command's output), off where
+    stderr is no terminal: rich would print a blank line there and nobody sees the bar."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    console = Console(stderr=True)
+    return Progress(*columns, console=console, transient=True, disable=not console.is_terminal)
 
 
 def emit_json(data: Any) -> None:

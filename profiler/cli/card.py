@@ -10,7 +10,15 @@ from pathlib import Path
 
 import typer
 
-from gpuadvisor.cli.output import Format, emit, emit_json, emit_table, fail, fail_with
+from gpuadvisor.cli.output import (
+    Format,
+    emit,
+    emit_json,
+    emit_table,
+    fail,
+    fail_with,
+    stderr_progress,
+)
 from profiler.cli.app import app
 
 LIST_COLUMNS = ["model", "task", "dataset", "samples_per_epoch", "epochs", "input",
@@ -167,16 +175,12 @@ def _model_flags(computed: dict) -> str:
 
 
 def _compute(names: list[str], image_size=None, seq_len=None, batch_per_gpu=None) -> list[dict]:
-    from rich.progress import Progress
-
     from gpuadvisor.errors import GpuAdvisorError
 
     try:
         from profiler.cards import compute_card
 
-        console = _stderr()  # off where stderr is no terminal: it would print a blank line
-        with Progress(transient=True, console=console,
-                      disable=not console.is_terminal) as progress:
+        with stderr_progress() as progress:
             task = progress.add_task("computing on the meta device", total=len(names))
             out = []
             for name in names:
