@@ -29,8 +29,9 @@ log = logging.getLogger(__name__)
 
 # 2: overhead priors by provider with sources, lifetime figure fits; 3: interval growth with
 # distance (`doubling`) bounded by the physics `ceiling`; 4: convolution terms, software-stack
-# effects, arithmetic units seen; 5: a `grouped_conv` term, the `gpu_peak` range axis
-SCHEMA_VERSION = 5
+# effects, arithmetic units seen; 5: a `grouped_conv` term, the `gpu_peak` range axis; 6: TF32
+# terms of their own (`compute_tf32`, `conv_tf32`)
+SCHEMA_VERSION = 6
 TARGETS = ("throughput", "startup_s", "checkpoint_s", "recovery_s")
 PROVENANCE = ("measured", "interpolated", "extrapolated")  # from best to worst evidence
 PREEMPTIBLE_CAP_S = 24 * 3600.0  # GCP stops a legacy preemptible VM after 24 h

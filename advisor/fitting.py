@@ -46,8 +46,9 @@ MEAN_OFFSET_WEIGHT = 100.0
 # convolution at the peak by its direct FLOP count; a grouped one at the peak, or at the DRAM
 # bandwidth where its traffic binds). The other terms are only non-negative.
 LOWER_LOG_BOUND = np.array([
-    0.0 if term in ("compute_fp32", "compute_tensor", "memory")
-    else math.log(physics.RELATIVE_EFFICIENCY["conv"]) if term in ("conv_fp32", "conv_tensor")
+    0.0 if term in ("compute_fp32", "compute_tensor", "compute_tf32", "memory")
+    else math.log(physics.RELATIVE_EFFICIENCY["conv"])
+    if term in ("conv_fp32", "conv_tensor", "conv_tf32")
     else math.log(physics.RELATIVE_EFFICIENCY["grouped_conv"]) if term == "grouped_conv"
     else -np.inf for term in physics.TERMS])
 # The correction's ridge penalty is chosen inside each fit by leave-one-model-out on that

@@ -12,8 +12,9 @@ puts GEMMs, depthwise convolutions, attention, normalisation and element-wise wo
 belong. A training step of one worker then costs
 
     t = a_fp32 * sum F_c*b/(e_c s P_fp32)   over compute-bound GEMM-like classes on FP32 cores
-      + a_tensor * sum F_c*b/(e_c s P_tensor) over compute-bound GEMM-like classes on tensor cores
-      + a_conv_fp32, a_conv_tensor: the same sums over the dense convolutions
+      + a_tensor * sum F_c*b/(e_c s P_tensor) over the same on 16-bit tensor cores
+      + a_tf32 * the same sum over GEMM-like classes on tensor cores in TF32
+      + a_conv_fp32, a_conv_tensor, a_conv_tf32: the same sums over the dense convolutions
       + a_grouped * sum t_c over grouped/depthwise convolutions, whichever side binds
       + a_mem * (sum B_c*b + step bytes + optimizer bytes) / BW_mem   (memory-bound classes)
       + a_fixed                                                  (framework, input)
@@ -51,9 +52,9 @@ from gpuadvisor.cards import OPERATOR_CLASSES
 from gpuadvisor.vocab import HALF_PRECISIONS
 
 # Order of the design-matrix columns; the artifact stores coefficients in this order.
-TERMS = ("compute_fp32", "compute_tensor", "conv_fp32", "conv_tensor", "grouped_conv", "memory",
-         "fixed", "tensor_launch", "tensor_memory", "allreduce_inter", "allreduce_intra", "ps_link",
-         "ps_server", "ps_server_tensor")
+TERMS = ("compute_fp32", "compute_tensor", "compute_tf32", "conv_fp32", "conv_tensor", "conv_tf32",
+         "grouped_conv", "memory", "fixed", "tensor_launch", "tensor_memory", "allreduce_inter",
+         "allreduce_intra", "ps_link", "ps_server", "ps_server_tensor")
 WORKER_TERMS = len(TERMS) - 2  # every term but the last two (the servers') adds to a step
 SMOOTH_MAX_POWER = 4.0
 
@@ -71,8 +72,10 @@ SMOOTH_MAX_POWER = 4.0
 PRIOR = {
     "compute_fp32": 1 / 0.7,
     "compute_tensor": 1 / 0.7,
+    "compute_tf32": 1 / 0.7,
     "conv_fp32": 1 / 0.7,
     "conv_tensor": 1 / 0.7,
+    "conv_tf32": 1 / 0.7,
     "grouped_conv": 1 / 0.7,
     "memory": 1 / 0.7,
     "fixed": 0.005,
@@ -291,9 +294,10 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
     flops, nbytes, split = operator_work(features)
     efficiency = {kind: np.where(split, RELATIVE_EFFICIENCY[kind], UNSPLIT_RELATIVE_EFFICIENCY)
                   for kind in OPERATOR_CLASSES}
+    half = is_in(features, "precision", HALF_PRECISIONS)
     out = {name: np.zeros(len(batch)) for name in
-           ("compute_fp32", "compute_tensor", "conv_fp32", "conv_tensor", "grouped_conv",
-            "memory")}
+           ("compute_fp32", "compute_tensor", "compute_tf32", "conv_fp32", "conv_tensor",
+            "conv_tf32", "grouped_conv", "memory")}
     winograd = np.nan_to_num(_optional(features, "winograd_flops_per_sample", len(batch)))
     spared = np.where(split, winograd * (1 - 1 / WINOGRAD_REDUCTION), 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -309,7 +313,8 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
                 out["grouped_conv"] += np.where(bound, compute, traffic)
                 continue
             family = "conv" if kind == "conv" else "compute"
-            out[f"{family}_tensor"] += np.where(bound & tensor[kind], compute, 0.0)
+            out[f"{family}_tensor"] += np.where(bound & tensor[kind] & half, compute, 0.0)
+            out[f"{family}_tf32"] += np.where(bound & tensor[kind] & ~half, compute, 0.0)
             out[f"{family}_fp32"] += np.where(bound & ~tensor[kind], compute, 0.0)
             out["memory"] += np.where(bound, 0.0, traffic)
     n = len(batch)
