@@ -244,3 +244,15 @@ def test_each_row_is_matched_to_the_card_at_its_own_input_size():
     assert features["model"].tolist() == ["bert_large", "bert_large"]  # one model, two cards
     assert features["flops_per_sample"].tolist() == [
         models["bert_large@384"]["flops_per_sample"], models["bert_large"]["flops_per_sample"]]
+
+
+def test_binned_bert_phase_2_rows_are_a_stack_of_their_own():
+    # The 21.11 PyTorch and 22.12 PaddlePaddle BERT READMEs ran phase 2 on LDDL-binned
+    # sequences (their changelogs), the 19.07 one on padded ones: a stack apart, so the padded
+    # seq-512 card's efficiencies are not fitted to rows that did less work per sequence.
+    phase_2 = [r for r in _shipped() if r["model"] == "bert_large" and float(r["seq_len"]) == 512]
+    binned = {r["software"] for r in phase_2 if "LDDL sequence binning" in r["software"]}
+    suffix = " container with LDDL sequence binning (phase 2, bin size 64)"
+    assert binned == {"pytorch-21.11" + suffix, "paddlepaddle-22.12" + suffix}
+    assert {r["software"] for r in phase_2} - binned == {"pytorch-19.07 container"}
+    assert len(phase_2) == 54 and sum(r["software"] in binned for r in phase_2) == 34
