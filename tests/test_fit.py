@@ -196,6 +196,40 @@ def test_a_software_stack_effect_is_fitted_apart_from_the_physics():
         assert core["coefficients"][name] == pytest.approx(value, rel=0.02), name
 
 
+def test_a_stack_that_skips_card_work_never_sets_the_reference():
+    from advisor.fitting import fit_throughput_core, reference_stacks
+
+    rows = [row(m, g, n, 1, "amp") for m in MODELS for g in ("T4", "V100", "A100-40GB")
+            for n in (1, 2)]
+    truth = true_throughput(rows)
+    pytorch = 'published {"container": "pytorch-21.11 container", "framework": "PyTorch"}'
+    binned = ('published {"container": "pytorch-21.11 container with LDDL sequence binning '
+              '(phase 2, bin size 64)", "framework": "PyTorch"}')
+    assert reference_stacks(np.array([pytorch, binned])).tolist() == [True, False]
+    # Half the rows ran on binned sequences, doing 40% less work: the padded stack stays the
+    # reference and the binned one carries (most of) the saving ...
+    binned_rows = np.arange(len(rows)) % 2 == 0
+    measured = np.where(binned_rows, 1 / 0.6, 1.0) * truth
+    features = {**to_arrays(rows), "software": np.where(binned_rows, binned, pytorch)}
+    effects = fit_throughput_core(features, measured)["software_effects"]
+    assert effects[pytorch] == pytest.approx(0.0, abs=1e-3)
+    assert effects[binned] > 0.7 * np.log(1 / 0.6)
+    # ... where, as a plain PyTorch stack, it would pull the reference halfway to its speed.
+    plain = 'published {"container": "pytorch-22.01 container", "framework": "PyTorch"}'
+    features["software"] = np.where(binned_rows, plain, pytorch)
+    assert fit_throughput_core(features, measured)["software_effects"][pytorch] < -0.15
+
+
+def test_group_held_out_spreads_bound_the_size_of_an_error_not_its_sign():
+    from advisor.fitting import conformal, conformal_symmetric
+
+    # Five held-out GPUs, every one predicted too slow: the next may be too fast by as much.
+    residual = np.repeat([0.1, 0.2, 0.3, 0.4, 0.5], 20)
+    low, high = conformal_symmetric(residual)
+    assert low == -high and high == pytest.approx(0.5)
+    assert conformal(residual)[0] > 0  # the two-tailed form would exclude any over-prediction
+
+
 def test_no_fitted_efficiency_passes_the_datasheet_peak():
     from advisor.fitting import fit_throughput_core
 
