@@ -83,7 +83,7 @@ def test_excluded_software_is_left_out_and_counted(tmp_path):
     # PyTorch's first Ampere release).
     assert everything["n"] - current["n"] == 6
     assert {g["group"] for g in current["groups"]} == {"A100-40GB", "A100-80GB", "V100",
-                                                       "H100-80GB", "H200", "L40S", "A30",
+                                                       "H100-80GB", "H200", "L40S", "A30", "A10G",
                                                        "K80", "P100SXM2"}
     # 90 rows name that container: those six, ResNeXt101's twelve and Transformer-XL's 72
     # (no zoo card for either).

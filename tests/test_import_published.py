@@ -32,9 +32,9 @@ def test_every_published_figure_is_carried_with_its_citation(reference):
     for row in _shipped():
         dle = row["source"].startswith("published: NVIDIA/DeepLearningExamples ")
         # MLPerf Training logs: v1.0 and v2.0-v4.0, NVIDIA's and partners' submissions (v3.0
-        # H3C; v4.0 Dell, Lenovo, Fujitsu).
+        # H3C; v3.1 CTuning; v4.0 Dell, Lenovo, Fujitsu).
         mlperf = re.match(r"published: mlcommons/training_results_v\d+\.\d+ "
-                          r"(NVIDIA|Dell|H3C|Lenovo|Fujitsu)/results/", row["source"])
+                          r"(NVIDIA|Dell|H3C|Lenovo|Fujitsu|CTuning)/results/", row["source"])
         tf_benchmarks = row["source"].startswith(  # TensorFlow's 2017 benchmarks page
             "published: tensorflow/tensorflow tensorflow/docs_src/performance/benchmarks.md@")
         assert (dle and "README.md@" in row["source"] or mlperf and ".txt@" in row["source"]
@@ -48,13 +48,14 @@ def test_hand_checked_counts():
     # rows on 2026-11-25 (MXNet and PaddlePaddle READMEs; MLPerf v2.1-v4.0 runs on H100, H200,
     # L40S) + 95 ResNet-50/152 rows from TensorFlow's benchmarks page (K80, P100; 1-64 GPUs)
     # + 4 MLPerf ResNet-50 rows on 2026-11-25 (v2.0 NVIDIA and v3.0 H3C on 2x A30; v4.0 Lenovo
-    # and Fujitsu on 8x L40S).
+    # and Fujitsu on 8x L40S) + 1 MLPerf v3.1 CTuning ResNet-50 row on 2026-11-25 (2x A10G,
+    # AWS g5.12xlarge).
     rows = _shipped()
-    assert len(rows) == 603
+    assert len(rows) == 604
     per_model = {}
     for r in rows:
         per_model[r["model"]] = per_model.get(r["model"], 0) + 1
-    assert per_model == {"resnet50": 132, "resnet152": 37, "bert_large": 152, "transformer_big": 4,
+    assert per_model == {"resnet50": 133, "resnet152": 37, "bert_large": 152, "transformer_big": 4,
                          "efficientnet_b0": 16, "efficientnet_b4": 16,
                          "efficientnet_widese_b0": 16, "efficientnet_widese_b4": 16,
                          "resnext101_32x4d": 16, "se_resnext101_32x4d": 16,
@@ -77,9 +78,9 @@ def test_hand_checked_counts():
               and r["precision"] == "fp32" and r["gpu"] == "V100"]
     assert (row["gpu"], row["batch_per_gpu"], float(row["throughput"])) == ("V100", "128", 6500)
     added = [r for r in rows if r["as_of"] == "2026-11-25" and "tensorflow/" not in r["source"]]
-    assert len(added) == 40 and {r["model"] for r in added} == {"resnet50"}
+    assert len(added) == 41 and {r["model"] for r in added} == {"resnet50"}
     assert sorted(r["gpu"] for r in added if "mlcommons" in r["source"]) == [
-        "A30", "A30", "H100-80GB", "H100-80GB", "H100-80GB", "H100-80GB", "H200", "L40S",
+        "A10G", "A30", "A30", "H100-80GB", "H100-80GB", "H100-80GB", "H100-80GB", "H200", "L40S",
         "L40S", "L40S"]
     (row,) = [r for r in added if r["gpu"] == "H200"]
     assert (row["num_gpus"], row["batch_per_gpu"], float(row["throughput"])) == ("8", "400", 63601)
@@ -87,6 +88,10 @@ def test_hand_checked_counts():
                                                    float(r["throughput"]))
            for r in added if r["gpu"] == "A30"}
     assert a30 == {"NVIDIA": ("2", "204", 3202), "H3C": ("2", "204", 3285)}
+    (row,) = [r for r in added if r["gpu"] == "A10G"]
+    assert (row["num_gpus"], row["batch_per_gpu"], row["precision"], float(row["throughput"])) == \
+        ("2", "204", "amp", 1875)
+    assert "CTuning/results/a10x2-mxnet_22.08/resnet/result_0.txt@f33f9444" in row["source"]
     l40s = {r["source"].split()[2].split("/")[0]: (r["num_gpus"], r["batch_per_gpu"],
                                                     float(r["throughput"]))
             for r in added if r["gpu"] == "L40S"}
