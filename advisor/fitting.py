@@ -495,17 +495,21 @@ def conformal_symmetric(residual: np.ndarray, miscoverage: float = MISCOVERAGE) 
     r = np.abs(residual[np.isfinite(residual)])
     if len(r) == 0:
         return [0.0, 0.0]
-    level = min(1.0, math.ceil((len(r) + 1) * (1 - miscoverage)) / len(r))
-    q = float(np.quantile(r, level))
+    q = float(np.quantile(r, conformal_level(len(r), miscoverage)))
     return [-q, q]
 
 
 def conformal(residual: np.ndarray, miscoverage: float = MISCOVERAGE) -> list[float]:
     """Two-sided split-conformal quantiles with the finite-sample correction."""
     r = np.sort(residual[np.isfinite(residual)])
-    n = len(r)
-    level = min(1.0, math.ceil((n + 1) * (1 - miscoverage / 2)) / n)
+    level = conformal_level(len(r), miscoverage / 2)
     return [float(np.quantile(r, 1 - level)), float(np.quantile(r, level))]
+
+
+def conformal_level(n: int, tail: float) -> float:
+    """The quantile of n held-out scores that covers a new one with probability 1 - tail:
+    ceil((n + 1)(1 - tail)) / n, capped at 1 (the split-conformal finite-sample correction)."""
+    return min(1.0, math.ceil((n + 1) * (1 - tail)) / n)
 
 
 # -- overheads ----------------------------------------------------------------------------

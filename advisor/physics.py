@@ -282,19 +282,19 @@ def sustained_peaks(features: dict) -> tuple[np.ndarray, np.ndarray]:
 
 def roofline_terms(features: dict) -> dict[str, np.ndarray]:
     """Seconds at full efficiency, per row, of the compute-bound work of the GEMM-like and of
-    the dense convolution classes on FP32 cores and on tensor cores (`compute_fp32`,
-    `compute_tensor`, `conv_fp32`, `conv_tensor`), of the grouped convolutions whichever side
-    binds (`grouped_conv`) and of the memory-bound traffic (`memory`); each class binds where
-    its prior time is longer."""
+    the dense convolution classes on FP32 cores, 16-bit tensor cores and TF32 tensor cores
+    (`compute_fp32`, `compute_tensor`, `compute_tf32`, `conv_fp32`, `conv_tensor`, `conv_tf32`),
+    of the grouped convolutions whichever side binds (`grouped_conv`) and of the memory-bound
+    traffic (`memory`); each class binds where its prior time is longer."""
     batch = _arr(features, "batch_per_gpu")
     bandwidth = _arr(features, "gpu_mem_bw_gbps") * 1e9
     fp32_peak, tensor_peak = sustained_peaks(features)
     tensor = on_tensor_cores(features)
-    act_scale = np.where(is_in(features, "precision", HALF_PRECISIONS), HALF_BYTES, 1.0)
+    half = is_in(features, "precision", HALF_PRECISIONS)
+    act_scale = np.where(half, HALF_BYTES, 1.0)
     flops, nbytes, split = operator_work(features)
     efficiency = {kind: np.where(split, RELATIVE_EFFICIENCY[kind], UNSPLIT_RELATIVE_EFFICIENCY)
                   for kind in OPERATOR_CLASSES}
-    half = is_in(features, "precision", HALF_PRECISIONS)
     out = {name: np.zeros(len(batch)) for name in
            ("compute_fp32", "compute_tensor", "compute_tf32", "conv_fp32", "conv_tensor",
             "conv_tf32", "grouped_conv", "memory")}
