@@ -14,15 +14,21 @@ from typing import Any
 import numpy as np
 
 from advisor.errors import AdvisorError
-from advisor.physics import dense_codes, factorize, intra_node_gb_s, sustained_clock_fraction
+from advisor.physics import (
+    dense_codes,
+    factorize,
+    fp32_issue_fraction,
+    intra_node_gb_s,
+    sustained_clock_fraction,
+)
 from advisor.sharding import LAYOUT_KEYS
 from gpuadvisor.cards import OPERATOR_COLUMNS
 
 STRING_KEYS = ("model", "gpu", "sync", "precision", "provider")
 NUMBER_KEYS = ("params", "flops_per_sample", "gradient_bytes", "activation_bytes",
                "gpu_fp32_tflops", "gpu_tensor_tflops", "gpu_mem_bw_gbps", "gpu_memory_gb",
-               "gpu_tf32", "gpu_bf16", "gpu_clock_fraction", "nodes", "gpus_per_node",
-               "network_gbps", "ps_count", "batch_per_gpu")
+               "gpu_tf32", "gpu_bf16", "gpu_clock_fraction", "gpu_fp32_issue_fraction", "nodes",
+               "gpus_per_node", "network_gbps", "ps_count", "batch_per_gpu")
 # Optional: NaN (or absent) where unknown, and the physics term that uses it then adds nothing.
 # `tensors` = the model's parameter tensors (weights, biases, norm scales: a checkpoint's
 # tensor count, from the model card or CM-DARE's checkpoint table), which sets the per-layer
@@ -36,7 +42,7 @@ PER_SAMPLE_KEYS = ("flops_per_sample", "activation_bytes",
 FEATURE_KEYS = STRING_KEYS + NUMBER_KEYS + ("spot",)
 MODEL_KEYS = ("params", "flops_per_sample", "gradient_bytes", "activation_bytes")
 GPU_KEYS = ("gpu_fp32_tflops", "gpu_tensor_tflops", "gpu_mem_bw_gbps", "gpu_memory_gb",
-            "gpu_tf32", "gpu_bf16", "gpu_clock_fraction")
+            "gpu_tf32", "gpu_bf16", "gpu_clock_fraction", "gpu_fp32_issue_fraction")
 # What names a training configuration; `configuration_features` turns these into features.
 CONFIG_KEYS = ("model", "gpu", "provider", "sync", "ps_count", "precision", "nodes",
                "gpus_per_node", "batch_per_gpu", "spot", "network_gbps")
@@ -105,6 +111,7 @@ def gpu_features(gpu: str) -> dict[str, float]:
         "gpu_bf16": float(bool(spec.bf16)),
         "gpu_clock_fraction": sustained_clock_fraction(spec.base_clock_mhz,
                                                        spec.boost_clock_mhz),
+        "gpu_fp32_issue_fraction": fp32_issue_fraction(spec.architecture),
     }
 
 

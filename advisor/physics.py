@@ -129,6 +129,14 @@ FALLBACK_INTRA_NODE_GB_S = 100.0
 # base * 2^(1/3), up to the boost clock the peak TFLOPS figures are quoted at. This derates
 # power-limited parts (T4 70 W: 0.46, L4 72 W: 0.49) and leaves A100/H100 near their peak.
 TRAINING_POWER_ACTIVITY = 0.5
+# The share of its FP32 cores a GPU's warp schedulers can feed without dual issue. A Kepler
+# SMX has 192 FP32 cores behind 4 warp schedulers of one 32-thread warp instruction a cycle
+# each (NVIDIA, Kepler GK110 whitepaper): single issue feeds 128 of them, the other 64 only
+# when a warp has a second independent FP32 instruction ready in the same cycle. From Maxwell
+# on, each scheduler owns exactly a warp's width of cores, so single issue keeps all of them
+# busy (NVIDIA, Maxwell Tuning Guide, "Instruction Scheduling"). The datasheet counts all 192;
+# the efficiencies this model fits on later GPUs would otherwise be read as Kepler's too.
+FP32_ISSUE_FRACTION = {"kepler": 128 / 192}
 
 
 def sustained_clock_fraction(base_mhz: float | None, boost_mhz: float | None) -> float:
@@ -136,6 +144,12 @@ def sustained_clock_fraction(base_mhz: float | None, boost_mhz: float | None) ->
     if not base_mhz or not boost_mhz:
         return 1.0
     return min(1.0, base_mhz / boost_mhz * TRAINING_POWER_ACTIVITY ** (-1 / 3))
+
+
+def fp32_issue_fraction(architecture: str | None) -> float:
+    """The share of a GPU's datasheet FP32 peak that single-issue code can reach (1 from
+    Maxwell on, and where the architecture is unknown)."""
+    return FP32_ISSUE_FRACTION.get(str(architecture or "").lower(), 1.0)
 
 
 def intra_node_gb_s(interconnect: str | None, pcie_gen: int | None,
@@ -272,12 +286,14 @@ def arithmetic_unit(features: dict) -> np.ndarray:
 
 def sustained_peaks(features: dict) -> tuple[np.ndarray, np.ndarray]:
     """(FP32, tensor-core) TFLOPS each row sustains: datasheet peaks at the sustained share of
-    the boost clock; the tensor figure halves in TF32 (every precision but the 16-bit ones)."""
+    the boost clock, the FP32 one at the share of its cores single issue feeds; the tensor
+    figure halves in TF32 (every precision but the 16-bit ones)."""
     n = len(_arr(features, "gpu_fp32_tflops"))
     clock = np.nan_to_num(_optional(features, "gpu_clock_fraction", n), nan=1.0)
+    issue = np.nan_to_num(_optional(features, "gpu_fp32_issue_fraction", n), nan=1.0)
     half = is_in(features, "precision", HALF_PRECISIONS)
     tensor = _arr(features, "gpu_tensor_tflops") * np.where(half, 1.0, 0.5)
-    return _arr(features, "gpu_fp32_tflops") * clock, tensor * clock
+    return _arr(features, "gpu_fp32_tflops") * clock * issue, tensor * clock
 
 
 def roofline_terms(features: dict) -> dict[str, np.ndarray]:

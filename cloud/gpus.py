@@ -28,6 +28,7 @@ class GpuSpec:
     boost_clock_mhz: float | None = None  # the clock the peak TFLOPS figures are quoted at
     pcie_gen: int | None = None  # host link: PCIe generation, x16
     nvlink_gb_s: float | None = None  # NVLink bandwidth per GPU, both directions together
+    architecture: str | None = None  # NVIDIA's generation of the chip (Kepler ... Blackwell)
     memory_mib: float = 0.0  # usable memory as the driver or the cloud reports it
 
     def __post_init__(self):
@@ -53,6 +54,7 @@ def gpu_specs(path: Path | None = None) -> dict[str, GpuSpec]:
                 boost_clock_mhz=_number(row.get("boost_clock_mhz")),
                 pcie_gen=int(row["pcie_gen"]) if row.get("pcie_gen") else None,
                 nvlink_gb_s=_number(row.get("nvlink_gb_s")),
+                architecture=(row.get("architecture") or "").strip() or None,
                 memory_mib=float(row.get("memory_mib") or 0.0),
             )
             for row in csv.DictReader(handle)

@@ -48,10 +48,11 @@ def test_precision_picks_the_roofline():
     # TF32 has an efficiency of its own (cuDNN's and cuBLAS's TF32 kernels are not the FP16 ones)
     assert a100["compute_tf32"] == pytest.approx(1e9 * 100 / (156e12 * 0.5))
     assert a100["compute_tensor"] == 0
-    # K80 has no tensor cores: amp stays on the FP32 units (875 MHz boost, 560 base).
+    # K80 has no tensor cores: amp stays on the FP32 units (875 MHz boost, 560 base), of which
+    # single issue feeds two thirds.
     clock = 560 / 875 * 2 ** (1 / 3)
     assert terms(precision="amp", gpu="K80")["compute_fp32"] == pytest.approx(
-        1e11 / (4.37e12 * clock * 0.5))
+        1e11 / (4.37e12 * clock * 2 / 3 * 0.5))
 
 
 def split_card(**work) -> dict:
@@ -109,6 +110,19 @@ def test_power_limited_gpus_sustain_less_of_their_peak():
     assert fraction["L4"] == pytest.approx(795 / 2040 * 2 ** (1 / 3))  # 72 W
     assert fraction["A100-80GB"] == fraction["H100-80GB"] == fraction["V100"] == 1.0
     assert physics.sustained_clock_fraction(None, 1500) == 1.0  # unknown: no derating
+
+
+def test_kepler_fp32_peak_is_what_its_schedulers_can_issue():
+    # 4 warp schedulers of 32 lanes a cycle feed 128 of a Kepler SMX's 192 FP32 cores; from
+    # Maxwell on every core is fed, and an unknown architecture is not derated.
+    assert gpu_features("K80")["gpu_fp32_issue_fraction"] == pytest.approx(128 / 192)
+    for gpu in ("P100", "V100", "T4", "A100-80GB", "H100-80GB"):
+        assert gpu_features(gpu)["gpu_fp32_issue_fraction"] == 1.0
+    assert physics.fp32_issue_fraction(None) == physics.fp32_issue_fraction("Rubin") == 1.0
+    k80 = terms(gpu="K80", params=0.0, **split_card(matmul=(1e9, 0.0)))
+    spec = gpu_features("K80")
+    assert k80["compute_fp32"] == pytest.approx(1e11 / (
+        4.37e12 * spec["gpu_clock_fraction"] * 128 / 192))
 
 
 def test_ring_allreduce_between_and_inside_nodes():
