@@ -3,7 +3,8 @@
 A card splits a step's work by operator class c (profiler/operators.py: matmul, conv,
 grouped_conv, attention, norm, other), each with F_c FLOPs and B_c DRAM bytes per sample.
 On a given GPU and precision each class runs on a unit (tensor cores or the FP32 cores) with
-peak P_c, at the share s of its boost clock the GPU sustains under its power limit, and takes
+peak P_c (on the FP32 cores, the share of them its schedulers can feed: two thirds on Kepler),
+at the share s of its boost clock the GPU sustains under its power limit, and takes
 
     t_c = max(F_c*b / (e_c * s * P_c), B_c*b / BW_mem)        (Habitat's per-operator roofline)
 
