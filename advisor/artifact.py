@@ -30,8 +30,9 @@ log = logging.getLogger(__name__)
 # 2: overhead priors by provider with sources, lifetime figure fits; 3: interval growth with
 # distance (`doubling`) bounded by the physics `ceiling`; 4: convolution terms, software-stack
 # effects, arithmetic units seen; 5: a `grouped_conv` term, the `gpu_peak` range axis; 6: TF32
-# terms of their own (`compute_tf32`, `conv_tf32`)
-SCHEMA_VERSION = 6
+# terms of their own (`compute_tf32`, `conv_tf32`); 7: cards without the operator split on
+# terms of their own (`unsplit_fp32`, `unsplit_tensor`, `unsplit_tf32`)
+SCHEMA_VERSION = 7
 TARGETS = ("throughput", "startup_s", "checkpoint_s", "recovery_s")
 PROVENANCE = ("measured", "interpolated", "extrapolated")  # from best to worst evidence
 PREEMPTIBLE_CAP_S = 24 * 3600.0  # GCP stops a legacy preemptible VM after 24 h

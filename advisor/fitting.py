@@ -43,13 +43,15 @@ WORK_SKIPPING_PIPELINES = ("sequence binning",)
 # The reference stacks' offsets (fit_throughput_core) average to zero over their rows: this
 # weight makes that a near-hard constraint.
 MEAN_OFFSET_WEIGHT = 100.0
-# No operator runs faster than its unit's datasheet peak or the DRAM bandwidth: the GEMM and
-# memory coefficients (inverse efficiencies of a large matrix product, a streaming kernel) are
-# at least 1, the convolution ones at least the convolutions' stated relative efficiency (a
-# convolution at the peak by its direct FLOP count; a grouped one at the peak, or at the DRAM
-# bandwidth where its traffic binds). The other terms are only non-negative.
+# No operator runs faster than its unit's datasheet peak or the DRAM bandwidth: the GEMM,
+# unsplit-card and memory coefficients (inverse efficiencies of a large matrix product, a whole
+# model, a streaming kernel) are at least 1, the convolution ones at least the convolutions'
+# stated relative efficiency (a convolution at the peak by its direct FLOP count; a grouped one
+# at the peak, or at the DRAM bandwidth where its traffic binds). The other terms are only
+# non-negative.
 LOWER_LOG_BOUND = np.array([
-    0.0 if term in ("compute_fp32", "compute_tensor", "compute_tf32", "memory")
+    0.0 if term in ("compute_fp32", "compute_tensor", "compute_tf32", "unsplit_fp32",
+                    "unsplit_tensor", "unsplit_tf32", "memory")
     else math.log(physics.RELATIVE_EFFICIENCY["conv"])
     if term in ("conv_fp32", "conv_tensor", "conv_tf32")
     else math.log(physics.RELATIVE_EFFICIENCY["grouped_conv"]) if term == "grouped_conv"

@@ -16,6 +16,8 @@ belong. A training step of one worker then costs
       + a_tensor * sum F_c*b/(e_c s P_tensor) over the same on 16-bit tensor cores
       + a_tf32 * the same sum over GEMM-like classes on tensor cores in TF32
       + a_conv_fp32, a_conv_tensor, a_conv_tf32: the same sums over the dense convolutions
+      + a_unsplit_fp32, a_unsplit_tensor, a_unsplit_tf32: the same sums over the FLOPs of a
+        card without the operator split, at the datasheet peak (the whole model's efficiency)
       + a_grouped * sum t_c over grouped/depthwise convolutions, whichever side binds
       + a_mem * (sum B_c*b + step bytes + optimizer bytes) / BW_mem   (memory-bound classes)
       + a_fixed                                                  (framework, input)
@@ -40,7 +42,9 @@ sizes it never saw. Convolutions and matrix products get efficiencies of their o
 unit: cuDNN's convolutions (implicit GEMM with layout work, Winograd on FP32 cores) and
 cuBLAS's GEMMs reach different shares of a peak, so what a convolution net's rows teach must
 not move a transformer's GEMMs, nor the reverse. A card without the operator split is priced
-from its totals (all FLOPs as matrix products, saved activations written and read once).
+from its totals (its FLOPs on terms of their own, saved activations written and read once):
+its whole-model efficiency mixes convolutions, GEMMs and element-wise work, so it must move no
+split card's GEMM efficiency, and its bound is the unit's peak, not a GEMM's.
 numpy only: it is on the recommend path.
 """
 
@@ -54,21 +58,24 @@ from gpuadvisor.vocab import HALF_PRECISIONS
 
 # Order of the design-matrix columns; the artifact stores coefficients in this order.
 TERMS = ("compute_fp32", "compute_tensor", "compute_tf32", "conv_fp32", "conv_tensor", "conv_tf32",
-         "grouped_conv", "memory", "fixed", "tensor_launch", "tensor_memory", "allreduce_inter",
-         "allreduce_intra", "ps_link", "ps_server", "ps_server_tensor")
+         "unsplit_fp32", "unsplit_tensor", "unsplit_tf32", "grouped_conv", "memory", "fixed",
+         "tensor_launch", "tensor_memory", "allreduce_inter", "allreduce_intra", "ps_link",
+         "ps_server", "ps_server_tensor")
 WORKER_TERMS = len(TERMS) - 2  # every term but the last two (the servers') adds to a step
 SMOOTH_MAX_POWER = 4.0
 
 # Prior coefficients: what the fit is pulled towards, and what a term keeps when the training
 # data does not exercise it. Achieved fractions of peak once the memory-bound operators are
 # priced apart: cuBLAS reaches about 70% of the tensor or FP32 peak on the large matrix
-# products of training, element-wise kernels about 70% of DRAM bandwidth (STREAM-like); 5 ms
-# fixed cost, half of the communication hidden behind backward; per tensor and step ~10
-# kernels of ~10 us, and ~1 MB per sample of activations read and written (a CIFAR-sized
-# layer, three passes); a parameter server handles each tensor's push and pull as requests,
-# ~100 us per tensor and worker (two RPCs of tens of microseconds of server work each). That
-# last value was first read off CM-DARE rows, so a fit whose data exercise it (or the
-# per-tensor traffic term) chooses the prior by inner cross-validation instead
+# products of training; a card without the operator split, whose FLOPs carry its memory-bound
+# operators too, the whole-model efficiency published ResNet-50 runs reach (~35% of FP32
+# peak: half the large-GEMM figure); element-wise kernels about 70% of DRAM bandwidth
+# (STREAM-like); 5 ms fixed cost, half of the communication hidden behind backward; per
+# tensor and step ~10 kernels of ~10 us, and ~1 MB per sample of activations read and written
+# (a CIFAR-sized layer, three passes); a parameter server handles each tensor's push and pull
+# as requests, ~100 us per tensor and worker (two RPCs of tens of microseconds of server work
+# each). That last value was first read off CM-DARE rows, so a fit whose data exercise it (or
+# the per-tensor traffic term) chooses the prior by inner cross-validation instead
 # (advisor/fitting.py, TUNED_PRIORS); the values here are then only the fallback.
 PRIOR = {
     "compute_fp32": 1 / 0.7,
@@ -77,6 +84,9 @@ PRIOR = {
     "conv_fp32": 1 / 0.7,
     "conv_tensor": 1 / 0.7,
     "conv_tf32": 1 / 0.7,
+    "unsplit_fp32": 1 / 0.35,
+    "unsplit_tensor": 1 / 0.35,
+    "unsplit_tf32": 1 / 0.35,
     "grouped_conv": 1 / 0.7,
     "memory": 1 / 0.7,
     "fixed": 0.005,
@@ -111,11 +121,8 @@ WINOGRAD_REDUCTION = 36 / 16
 FP32_DEFAULT_TF32_CLASSES = ("conv",)
 HALF_BYTES = 0.5  # 16-bit activations move half the bytes
 # A card without the operator split: its saved activations are written in the forward pass
-# and read in the backward pass, and its FLOPs, all taken as matrix products, run at the
-# whole-model efficiency published ResNet-50 runs reach (~35% of FP32 peak: half the large-GEMM
-# figure), since nothing tells its memory-bound operators apart.
+# and read in the backward pass (its FLOPs are the `unsplit_*` terms' work).
 ACTIVATION_PASSES = 2.0
-UNSPLIT_RELATIVE_EFFICIENCY = 0.5
 # SGD with momentum in FP32 reads weight, gradient and momentum and writes weight and
 # momentum once a step: 5 x 4 bytes per parameter (Adam: 7 x 4).
 OPTIMIZER_BYTES_PER_PARAM = 20.0
@@ -238,8 +245,8 @@ def _optional(features: dict, key: str, n: int) -> np.ndarray:
 def operator_work(features: dict) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray],
                                            np.ndarray]:
     """(FLOPs, bytes) per sample of each operator class, and which rows have the card's split;
-    a row without it is priced from its totals (every FLOP a matrix product, activations
-    written and read)."""
+    a row without it is priced from its totals (every FLOP in the matmul class, priced on the
+    `unsplit_*` terms; activations written and read)."""
     flops_total = _arr(features, "flops_per_sample")
     n = len(flops_total)
     split = np.isfinite(_optional(features, "matmul_flops_per_sample", n))
@@ -301,8 +308,9 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
     """Seconds at full efficiency, per row, of the compute-bound work of the GEMM-like and of
     the dense convolution classes on FP32 cores, 16-bit tensor cores and TF32 tensor cores
     (`compute_fp32`, `compute_tensor`, `compute_tf32`, `conv_fp32`, `conv_tensor`, `conv_tf32`),
-    of the grouped convolutions whichever side binds (`grouped_conv`) and of the memory-bound
-    traffic (`memory`); each class binds where its prior time is longer."""
+    of a card without the split at the unit's peak (`unsplit_*`), of the grouped convolutions
+    whichever side binds (`grouped_conv`) and of the memory-bound traffic (`memory`); each
+    class binds where its prior time is longer."""
     batch = _arr(features, "batch_per_gpu")
     bandwidth = _arr(features, "gpu_mem_bw_gbps") * 1e9
     fp32_peak, tensor_peak = sustained_peaks(features)
@@ -310,11 +318,9 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
     half = is_in(features, "precision", HALF_PRECISIONS)
     act_scale = np.where(half, HALF_BYTES, 1.0)
     flops, nbytes, split = operator_work(features)
-    efficiency = {kind: np.where(split, RELATIVE_EFFICIENCY[kind], UNSPLIT_RELATIVE_EFFICIENCY)
+    efficiency = {kind: np.where(split, RELATIVE_EFFICIENCY[kind], 1.0)
                   for kind in OPERATOR_CLASSES}
-    out = {name: np.zeros(len(batch)) for name in
-           ("compute_fp32", "compute_tensor", "compute_tf32", "conv_fp32", "conv_tensor",
-            "conv_tf32", "grouped_conv", "memory")}
+    out = {name: np.zeros(len(batch)) for name in TERMS[:TERMS.index("memory") + 1]}
     winograd = np.nan_to_num(_optional(features, "winograd_flops_per_sample", len(batch)))
     spared = np.where(split, winograd * (1 - 1 / WINOGRAD_REDUCTION), 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -325,14 +331,17 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
             compute = work * batch / (peak * efficiency[kind])
             traffic = nbytes[kind] * act_scale * batch / bandwidth
             prior = np.where(tensor[kind], PRIOR["compute_tensor"], PRIOR["compute_fp32"])
+            prior = np.where(split, prior, PRIOR["unsplit_fp32"])
             bound = compute * prior >= traffic * PRIOR["memory"]
             if kind in GROUPED_CLASSES:
                 out["grouped_conv"] += np.where(bound, compute, traffic)
                 continue
-            family = "conv" if kind == "conv" else "compute"
-            out[f"{family}_tensor"] += np.where(bound & tensor[kind] & half, compute, 0.0)
-            out[f"{family}_tf32"] += np.where(bound & tensor[kind] & ~half, compute, 0.0)
-            out[f"{family}_fp32"] += np.where(bound & ~tensor[kind], compute, 0.0)
+            for family, rows in (("conv" if kind == "conv" else "compute", split),
+                                 ("unsplit", ~split)):
+                busy = rows & bound
+                out[f"{family}_tensor"] += np.where(busy & tensor[kind] & half, compute, 0.0)
+                out[f"{family}_tf32"] += np.where(busy & tensor[kind] & ~half, compute, 0.0)
+                out[f"{family}_fp32"] += np.where(busy & ~tensor[kind], compute, 0.0)
             out["memory"] += np.where(bound, 0.0, traffic)
     n = len(batch)
     per_step = np.nan_to_num(_optional(features, "step_bytes", n)) \

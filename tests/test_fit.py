@@ -20,7 +20,8 @@ MODELS = {  # name: (params, flops per sample, activation bytes per sample)
     "wide": (100e6, 8e9, 20e6), "deep": (5e6, 10e9, 200e6),
 }
 # Known physics, each coefficient 0.7-1.6x its prior (as real GPUs sit about their priors).
-TRUE = {**physics.PRIOR, "compute_fp32": 2.0, "compute_tensor": 2.0, "memory": 1.0,
+# MODELS are cards without the operator split: their FLOPs are the `unsplit_*` terms' work.
+TRUE = {**physics.PRIOR, "unsplit_fp32": 4.0, "unsplit_tensor": 4.0, "memory": 1.0,
         "fixed": 0.01, "allreduce_inter": 0.8}
 
 
@@ -70,6 +71,20 @@ def test_fit_recovers_known_physics_and_extrapolates_to_an_unseen_gpu(tmp_path):
     assert error.max() < 0.05
     assert set(predicted.provenance) == {"extrapolated"}
     assert np.all(predicted.lo < predicted.value) and np.all(predicted.value < predicted.hi)
+
+
+def test_a_card_without_the_split_may_reach_its_units_peak_and_moves_no_gemm_term():
+    # Whole models at 80% of the FP32 peak: above the ~35% prior, below the datasheet bound.
+    from advisor.fitting import fit_throughput_core
+
+    truth = {**physics.PRIOR, "unsplit_fp32": 1.25, "fixed": 0.001}
+    rows = [row(m, g, 1, 1, "fp32", batch) for m in MODELS for g in ("K80", "P100", "V100")
+            for batch in (32, 128)]
+    features = to_arrays(rows)
+    throughput = physics.cluster_throughput(features, physics.step_time(features, truth))
+    fitted = fit_throughput_core(features, throughput)["coefficients"]
+    assert fitted["unsplit_fp32"] == pytest.approx(1.25, rel=0.05)
+    assert fitted["compute_fp32"] == pytest.approx(physics.PRIOR["compute_fp32"])
 
 
 def test_fit_is_deterministic(tmp_path):

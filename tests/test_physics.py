@@ -26,10 +26,10 @@ def terms(**overrides) -> dict[str, float]:
 
 
 def test_compute_and_memory_terms_of_one_fp32_gpu():
-    t = terms()  # a card without the operator split: every FLOP a matrix product, at half
-    # a large GEMM's efficiency (the whole-model figure)
-    assert t["compute_fp32"] == pytest.approx(1e9 * 100 / (15.7e12 * 0.5))  # V100 FP32 peak
-    assert t["compute_tensor"] == 0
+    t = terms()  # a card without the operator split: its FLOPs at the unit's peak, on terms
+    # of their own (a whole model's efficiency must not move a split card's GEMMs)
+    assert t["unsplit_fp32"] == pytest.approx(1e9 * 100 / 15.7e12)  # V100 FP32 peak
+    assert t["compute_fp32"] == t["compute_tensor"] == t["unsplit_tensor"] == 0
     # saved activations written and read once, and the optimizer's 20 bytes per parameter
     assert t["memory"] == pytest.approx((2 * 1e6 * 100 + 20 * 1e6) / 900e9)  # 900 GB/s
     assert t["fixed"] == 1
@@ -38,21 +38,21 @@ def test_compute_and_memory_terms_of_one_fp32_gpu():
 
 def test_precision_picks_the_roofline():
     amp = terms(precision="amp")
-    assert amp["compute_fp32"] == 0
-    assert amp["compute_tensor"] == pytest.approx(1e9 * 100 / (125e12 * 0.5))
+    assert amp["unsplit_fp32"] == 0
+    assert amp["unsplit_tensor"] == pytest.approx(1e9 * 100 / 125e12)
     assert amp["memory"] == pytest.approx((0.5 * 2e6 * 100 + 20e6) / 900e9)  # 16-bit activations
     # TF32 exists from Ampere on, at half the dense 16-bit tensor rate; a V100 runs it as FP32.
-    assert terms(precision="tf32")["compute_fp32"] == pytest.approx(1e9 * 100 / (15.7e12 * 0.5))
+    assert terms(precision="tf32")["unsplit_fp32"] == pytest.approx(1e9 * 100 / 15.7e12)
     a100 = terms(precision="tf32", gpu="A100-80GB")
     # the A100-80GB sustains its boost clock under training load (base 1275 x 2^(1/3) > 1410);
     # TF32 has an efficiency of its own (cuDNN's and cuBLAS's TF32 kernels are not the FP16 ones)
-    assert a100["compute_tf32"] == pytest.approx(1e9 * 100 / (156e12 * 0.5))
-    assert a100["compute_tensor"] == 0
+    assert a100["unsplit_tf32"] == pytest.approx(1e9 * 100 / 156e12)
+    assert a100["unsplit_tensor"] == 0
     # K80 has no tensor cores: amp stays on the FP32 units (875 MHz boost, 560 base), of which
     # single issue feeds two thirds.
     clock = 560 / 875 * 2 ** (1 / 3)
-    assert terms(precision="amp", gpu="K80")["compute_fp32"] == pytest.approx(
-        1e11 / (4.37e12 * clock * 2 / 3 * 0.5))
+    assert terms(precision="amp", gpu="K80")["unsplit_fp32"] == pytest.approx(
+        1e11 / (4.37e12 * clock * 2 / 3))
 
 
 def split_card(**work) -> dict:
@@ -169,7 +169,7 @@ def test_parameter_servers_share_their_bandwidth():
 
 def test_step_time_is_a_smooth_maximum_of_worker_and_server_time():
     features = config(sync="ps", nodes=64, ps_count=1, gradient_bytes=1e8, network_gbps=8.0)
-    coefficients = dict.fromkeys(physics.TERMS, 0.0) | {"ps_server": 1.0, "compute_fp32": 1.0}
+    coefficients = dict.fromkeys(physics.TERMS, 0.0) | {"ps_server": 1.0, "unsplit_fp32": 1.0}
     step = physics.step_time(features, coefficients)[0]
     server = 2 * 1e8 * 64 / 1e9  # 12.8 s, far above the 6.4 ms of compute
     assert step == pytest.approx(server, rel=1e-6)
