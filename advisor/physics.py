@@ -21,7 +21,7 @@ belong. A training step of one worker then costs
       + a_grouped * sum t_c over grouped/depthwise convolutions, whichever side binds
       + a_mem * (sum B_c*b + step bytes + optimizer bytes) / BW_mem   (memory-bound classes)
       + a_fixed                                                  (framework, input)
-      + a_launch * T + a_layer * T*b / BW_mem                    (per-layer launches, traffic)
+      + a_launch * T + a_layer * T*b / BW_mem    (per-layer launches; traffic, unsplit cards)
       + a_inter * 2(N-1)/N * G / BW_net                          (ring all-reduce between nodes)
       + a_intra * 2(g-1)/g * G / BW_intra                        (all-reduce inside a node)
       + a_ps_link * 2G / BW_net                                  (own push + pull to the PS)
@@ -242,6 +242,11 @@ def _optional(features: dict, key: str, n: int) -> np.ndarray:
     return np.asarray(features.get(key, np.full(n, np.nan)), dtype=float)
 
 
+def has_operator_split(features: dict, n: int) -> np.ndarray:
+    """Rows whose card carries the operator split (FLOPs and bytes by class)."""
+    return np.isfinite(_optional(features, "matmul_flops_per_sample", n))
+
+
 def operator_work(features: dict) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray],
                                            np.ndarray]:
     """(FLOPs, bytes) per sample of each operator class, and which rows have the card's split;
@@ -249,7 +254,7 @@ def operator_work(features: dict) -> tuple[dict[str, np.ndarray], dict[str, np.n
     `unsplit_*` terms; activations written and read)."""
     flops_total = _arr(features, "flops_per_sample")
     n = len(flops_total)
-    split = np.isfinite(_optional(features, "matmul_flops_per_sample", n))
+    split = has_operator_split(features, n)
     activation = np.nan_to_num(_arr(features, "activation_bytes"))
     flops, nbytes = {}, {}
     for kind in OPERATOR_CLASSES:
@@ -369,7 +374,10 @@ def design_matrix(features: dict) -> np.ndarray:
     ps_server = np.where(ps_sync, 2 * grad * workers / (ps_count * net), 0.0)
     fixed = np.ones_like(batch)
     tensors = np.nan_to_num(np.asarray(features.get("tensors", np.zeros(len(batch))), float))
-    tensor_memory = tensors * batch / (_arr(features, "gpu_mem_bw_gbps") * 1e9)
+    # Per-layer activation traffic stands in for the bytes of a card without the split; a
+    # split card's traffic is already in its classes' bytes (the `memory` term).
+    tensor_memory = np.where(has_operator_split(features, len(batch)), 0.0,
+                             tensors * batch / (_arr(features, "gpu_mem_bw_gbps") * 1e9))
     ps_server_tensor = np.where(ps_sync, tensors * workers / ps_count, 0.0)
     # The layout (advisor/sharding.py): recomputed forwards, FSDP's gathers, accumulation.
     work, traffic = compute_scale(features, len(batch)), communication_scale(features, len(batch))

@@ -195,8 +195,13 @@ def test_tensor_terms_count_layers_and_vanish_when_unknown():
     assert known["tensor_launch"] == 200.0
     # Per-layer traffic scales with the batch over memory bandwidth (V100: 900 GB/s).
     assert known["tensor_memory"] == pytest.approx(200.0 * 128 / 900e9)
-    unknown = terms()  # zoo cards carry no tensor count: the terms add nothing
+    unknown = terms()  # a card without a tensor count: the terms add nothing
     assert unknown["tensor_launch"] == unknown["tensor_memory"] == 0.0
+    # A card with the operator split already carries its layers' traffic in its classes'
+    # bytes: only the launches remain per tensor.
+    split = terms(tensors=200.0, batch_per_gpu=128, **split_card(other=(1e6, 1e7)))
+    assert split["tensor_launch"] == 200.0
+    assert split["tensor_memory"] == 0.0
 
 
 def test_parameter_servers_saturate_on_per_tensor_requests():
