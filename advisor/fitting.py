@@ -37,8 +37,10 @@ from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 # Fixed a priori, never tuned on evaluation folds: a prior row weighs as much as one
 # measured configuration.
 PRIOR_STRENGTH = 1.0
-# Input pipelines, as a published row's software names them, that do less work per sample
-# than the card prices (datasets/README.md: the LDDL-binned BERT phase-2 rows).
+# Input pipelines, as a published row's software names them, that pad a batch only to its
+# longest sequence (datasets/README.md: the LDDL-binned BERT phase-2 rows). Their rows are
+# priced at their mean padded length (`mean_seq_len`), an estimate, so their stacks never set
+# the reference a plain, padded job is priced at.
 WORK_SKIPPING_PIPELINES = ("sequence binning",)
 # The reference stacks' offsets (fit_throughput_core) average to zero over their rows: this
 # weight makes that a near-hard constraint.
@@ -265,9 +267,10 @@ def reference_stacks(names: np.ndarray) -> np.ndarray:
 
 
 def skips_card_work(stack: str) -> bool:
-    """A stack whose input pipeline leaves out part of the card's work per sample (LDDL's
-    sequence binning pads a batch only to its longest sequence): its fitted effect holds the
-    saving, so it must not set the reference a plain, padded job is priced at."""
+    """A stack whose input pipeline pads a batch only to its longest sequence (LDDL's sequence
+    binning): its rows' work per sample is an estimate (their mean padded length), and its
+    fitted effect holds what that estimate misses, so it must not set the reference a plain,
+    padded job is priced at."""
     return any(marker in stack.lower() for marker in WORK_SKIPPING_PIPELINES)
 
 

@@ -1,8 +1,9 @@
 """Regenerate datasets/model_cards.csv from the model zoo (torch on the meta device, ~2 s a
 model with the operator split): every zoo model at its default input size, plus each zoo
 model at every other input size datasets/published_throughput.csv has figures for
-(bert_large@384: SQuAD fine-tuning), so that the fit prices a published row with the FLOPs
-it measured. Run after changing a zoo entry or adding published rows:
+(bert_large@384: SQuAD fine-tuning; bert_large@288: binned phase-2 sequences at their mean
+padded length), so that the fit prices a published row with the FLOPs it measured. Run after
+changing a zoo entry or adding published rows:
 .venv/bin/python scripts/build_cards.py"""
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def published_sizes(path: Path = DATASETS / "published_throughput.csv") -> list[
         if row["model"] not in zoo.ZOO:
             continue
         entry = zoo.ZOO[row["model"]]
-        image_size, seq_len = int(row["image_size"] or 0), int(row["seq_len"] or 0)
+        image_size = int(row["image_size"] or 0)
+        seq_len = int(row.get("mean_seq_len") or row["seq_len"] or 0)  # the workload measured
         if (image_size or entry.image_size) != entry.image_size or (
                 seq_len or entry.seq_len) != entry.seq_len:
             sizes.add((entry.name, image_size or None, seq_len or None))

@@ -255,7 +255,13 @@ def test_each_row_is_matched_to_the_card_at_its_own_input_size():
     trials = load_published()
     bert = {t["seq_len"]: t for t in trials if t["model"] == "bert_large"}
     assert {s: t["extra"]["card"] for s, t in bert.items()} == {
-        128: "bert_large", 384: "bert_large@384", 512: "bert_large@512"}
+        128: "bert_large", 288: "bert_large@288", 384: "bert_large@384", 512: "bert_large@512"}
+    # LDDL-binned phase 2 pads each batch to its longest sequence: its rows are the workload
+    # at their mean padded length, with the published maximum kept.
+    binned = [t for t in trials if "sequence binning" in t["software"]["container"]]
+    assert binned and {t["seq_len"] for t in binned} == {288}
+    assert {t["extra"]["max_seq_len"] for t in binned} == {512}
+    assert "max_seq_len" not in bert[512]["extra"]
     assert all(t["extra"]["card"] is None for t in trials if not t["extra"]["in_zoo"])
     models = model_features()
     features, kept, _ = trial_features([bert[384], bert[128]], models)
@@ -274,3 +280,14 @@ def test_binned_bert_phase_2_rows_are_a_stack_of_their_own():
     assert binned == {"pytorch-21.11" + suffix, "paddlepaddle-22.12" + suffix}
     assert {r["software"] for r in phase_2} - binned == {"pytorch-19.07 container"}
     assert len(phase_2) == 54 and sum(r["software"] in binned for r in phase_2) == 34
+
+
+def test_a_mean_sequence_length_above_the_maximum_is_refused(tmp_path):
+    rows = SHIPPED.read_text().splitlines()
+    header = rows[0].split(",")
+    binned = next(line for line in rows if "sequence binning" in line)
+    figures = tmp_path / "figures.csv"
+    figures.write_text("\n".join([rows[0], binned.rsplit(",", 1)[0] + ",600"]) + "\n")
+    assert header[-1] == "mean_seq_len"
+    with pytest.raises(ImportDataError, match="mean_seq_len 600 needs a seq_len of at least 600"):
+        load_published(figures)

@@ -11,7 +11,10 @@ seq_len, throughput (samples/s: img/s or seq/s; tok/s for transformer_big, see
 `extra.unit`); trial_key: see `trial_key`, software {'container': ...}; `extra`: citation, unit,
 in_zoo, notes, model_as_published, gpu_as_published, tokens_per_gpu_batch, card (the model
 card at the row's own input size, `matched_card`), import_fingerprint, and network_gbps
-(per-node inter-node bandwidth) where the optional column gives it.
+(per-node inter-node bandwidth) where the optional column gives it. Where the optional column
+`mean_seq_len` gives the mean length a sequence was padded to (an input pipeline that pads a
+batch only to its longest sequence), that is the trial's `seq_len`, the workload it measured,
+and `extra.max_seq_len` keeps the published maximum.
 """
 
 from __future__ import annotations
@@ -72,6 +75,20 @@ def _nodes(row: dict[str, str]) -> int:
     return _int(row.get("nodes") or "1", "nodes")
 
 
+def workload_seq_len(row: dict[str, str]) -> int | None:
+    """The sequence length a row's work per sample was measured at: the optional
+    `mean_seq_len` (the mean a sequence was padded to, never above `seq_len`), else
+    `seq_len`."""
+    maximum = _int(row["seq_len"], "seq_len")
+    mean = _int(row.get("mean_seq_len") or "", "mean_seq_len")
+    if mean is None:
+        return maximum
+    if maximum is None or mean > maximum:
+        raise ValueError(f"mean_seq_len {mean} needs a seq_len of at least {mean} (the "
+                         "maximum the sequences were padded to)")
+    return mean
+
+
 def matched_card(row: dict[str, str], cards: dict[str, dict]) -> str | None:
     """The card of the workload a row measured: its model's card at the row's own input size
     (bert_large@384 for SQuAD fine-tuning at 384 tokens), or None where no card has that
@@ -80,7 +97,7 @@ def matched_card(row: dict[str, str], cards: dict[str, dict]) -> str | None:
     if card is None:
         return None
     column = "seq_len" if card["task"] == "text" else "image_size"
-    size = _int(row[column], column)
+    size = workload_seq_len(row) if column == "seq_len" else _int(row[column], column)
     if size is None or size == card[column]:
         return row["model"]
     name = card_name(row["model"], size)
@@ -102,6 +119,9 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
                          f"{nodes} nodes")
     extra = ({"network_gbps": _positive(row["network_gbps"], "network_gbps")}
              if row.get("network_gbps") else {})
+    seq_len = workload_seq_len(row)
+    if seq_len != _int(row["seq_len"], "seq_len"):
+        extra["max_seq_len"] = _int(row["seq_len"], "seq_len")
     return {
         "trial_key": trial_key(row),
         "sweep": "published",
@@ -116,7 +136,7 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
         "batch_per_gpu": _int(row["batch_per_gpu"], "batch_per_gpu"),
         "precision": row["precision"],
         "image_size": _int(row["image_size"], "image_size"),
-        "seq_len": _int(row["seq_len"], "seq_len"),
+        "seq_len": seq_len,
         "throughput": _positive(row["throughput"], "throughput"),
         "software": {"container": row["software"], "framework": row["framework"]},
         "extra": {
