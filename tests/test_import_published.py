@@ -291,3 +291,20 @@ def test_a_mean_sequence_length_above_the_maximum_is_refused(tmp_path):
     assert header[-1] == "mean_seq_len"
     with pytest.raises(ImportDataError, match="mean_seq_len 600 needs a seq_len of at least 600"):
         load_published(figures)
+
+
+@pytest.mark.parametrize("column, value, message", [
+    ("mean_seq_len", "abc", "mean_seq_len is 'abc', expected a whole number"),
+    ("batch_per_gpu", "2.5x", "batch_per_gpu is '2.5x', expected a whole number"),
+    ("throughput", "fast", "throughput is 'fast', expected a positive number"),
+])
+def test_a_cell_that_is_not_a_number_is_named_by_its_column(tmp_path, column, value, message):
+    rows = list(csv.DictReader(SHIPPED.open(newline="")))
+    row = next(r for r in rows if "sequence binning" in r["software"]) | {column: value}
+    figures = tmp_path / "figures.csv"
+    with figures.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerow(row)
+    with pytest.raises(ImportDataError, match=f"line 2: {re.escape(message)}"):
+        load_published(figures)

@@ -40,14 +40,20 @@ COLUMNS = ("model", "model_as_published", "in_zoo", "framework", "gpu", "gpu_as_
 
 def _int(value: str, column: str) -> int | None:
     """A positive count the store can hold (an SQLite integer), or None for an empty cell."""
-    number = int(value) if value else None
+    try:
+        number = int(value) if value else None
+    except ValueError:
+        raise ValueError(f"{column} is {value[:20]!r}, expected a whole number") from None
     if number is not None and not 0 < number < 2**63:
         raise ValueError(f"{column} is {value[:20]}, expected a count of 1 or more")
     return number
 
 
 def _positive(value: str, column: str) -> float:
-    number = float(value)
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError(f"{column} is {value[:20]!r}, expected a positive number") from None
     if not (number > 0 and math.isfinite(number)):
         raise ValueError(f"{column} is {value[:20]}, expected a positive number")
     return number
