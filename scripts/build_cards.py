@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rich.progress import track
 
+from advisor.importers.published import workload_seq_len
 from gpuadvisor.cards import FILE, write_cards
 from profiler import zoo
 from profiler.cards import compute_card
@@ -31,8 +32,7 @@ def published_sizes(path: Path = DATASETS / "published_throughput.csv") -> list[
         if row["model"] not in zoo.ZOO:
             continue
         entry = zoo.ZOO[row["model"]]
-        image_size = int(row["image_size"] or 0)
-        seq_len = int(row.get("mean_seq_len") or row["seq_len"] or 0)  # the workload measured
+        image_size, seq_len = int(row["image_size"] or 0), workload_seq_len(row) or 0
         if (image_size or entry.image_size) != entry.image_size or (
                 seq_len or entry.seq_len) != entry.seq_len:
             sizes.add((entry.name, image_size or None, seq_len or None))

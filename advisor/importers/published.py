@@ -125,9 +125,9 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
                          f"{nodes} nodes")
     extra = ({"network_gbps": _positive(row["network_gbps"], "network_gbps")}
              if row.get("network_gbps") else {})
-    seq_len = workload_seq_len(row)
-    if seq_len != _int(row["seq_len"], "seq_len"):
-        extra["max_seq_len"] = _int(row["seq_len"], "seq_len")
+    seq_len, max_seq_len = workload_seq_len(row), _int(row["seq_len"], "seq_len")
+    if seq_len != max_seq_len:
+        extra["max_seq_len"] = max_seq_len
     return {
         "trial_key": trial_key(row),
         "sweep": "published",
