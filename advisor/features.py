@@ -115,6 +115,13 @@ def gpu_features(gpu: str) -> dict[str, float]:
     }
 
 
+def canonical_gpu(gpu: str) -> str:
+    """The datasheet name (gpus.csv) of the one GPU `gpu` stands for; KeyError otherwise."""
+    from cloud.gpus import gpu_spec
+
+    return gpu_spec(gpu).gpu
+
+
 def gpu_link_gb_s(gpu: str, interconnect: str | None) -> float:
     """All-reduce bandwidth per GPU and direction inside a node of `gpu`s linked by
     `interconnect` (None: NVLink where the GPU has it, else PCIe)."""
@@ -172,8 +179,12 @@ def configuration_features(
     for name in gpu_names:
         try:
             specs.append(gpu_features(name))
-        except KeyError:
-            raise FeatureError(f"unknown GPU {str(name)!r}") from None
+        except KeyError as exc:
+            raise FeatureError(exc.args[0]) from None
+    # One name per GPU (a driver's 'NVIDIA H100 80GB HBM3' is H100-80GB), so that a GPU's
+    # rows group together whatever name their source gave it.
+    gpu_names = np.array([canonical_gpu(name) for name in gpu_names], dtype=str)
+    out["gpu"] = gpu_names[gpu_index.reshape(-1)]
     for key in GPU_KEYS:
         out[key] = np.array([spec[key] for spec in specs], dtype=float)[gpu_index]
     bf16 = (out["precision"] == "bf16") & (out["gpu_bf16"] == 0)

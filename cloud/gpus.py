@@ -8,7 +8,7 @@ from functools import cache
 from pathlib import Path
 
 from gpuadvisor import data
-from gpuadvisor.gpus import gpu_matches
+from gpuadvisor.gpus import gpu_matches, other_form_of
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class GpuSpec:
     pcie_gen: int | None = None  # host link: PCIe generation, x16
     nvlink_gb_s: float | None = None  # NVLink bandwidth per GPU, both directions together
     architecture: str | None = None  # NVIDIA's generation of the chip (Kepler ... Blackwell)
+    form_factor: str | None = None  # SXM or PCIe: the part the datasheet row is of
     memory_mib: float = 0.0  # usable memory as the driver or the cloud reports it
 
     def __post_init__(self):
@@ -55,6 +56,7 @@ def gpu_specs(path: Path | None = None) -> dict[str, GpuSpec]:
                 pcie_gen=int(row["pcie_gen"]) if row.get("pcie_gen") else None,
                 nvlink_gb_s=_number(row.get("nvlink_gb_s")),
                 architecture=(row.get("architecture") or "").strip() or None,
+                form_factor=(row.get("form_factor") or "").strip() or None,
                 memory_mib=float(row.get("memory_mib") or 0.0),
             )
             for row in csv.DictReader(handle)
@@ -66,6 +68,10 @@ def gpu_spec(name: str) -> GpuSpec:
     name); KeyError naming the known GPUs, or the family's members where it has several."""
     specs = gpu_specs()
     matches = gpu_matches(name, specs)
+    if not matches and (parts := other_form_of(name, specs)):
+        raise KeyError(f"GPU {name!r} has no datasheet row: gpus.csv's {' and '.join(parts)} "
+                       f"is the {specs[parts[0]].form_factor} part, another power limit and "
+                       f"clock; add its own row to a copy of gpus.csv in {data.user_dir()}")
     if not matches:
         raise KeyError(f"unknown GPU {name!r}; known: {', '.join(specs)}")
     if len(matches) > 1:

@@ -14,7 +14,14 @@
 - the marketing name with its spaces or dashes, where no name or family matched: `RTX 3090`,
   `rtx-a6000`, `RTX 6000 Ada` and `Titan RTX` are RTX3090, RTXA6000, RTX6000Ada and TitanRTX
   (canonical names of workstation and desktop cards carry no dash, so that `RTX` is not a
-  family).
+  family);
+- the device name the driver reports (`torch.cuda.get_device_name()`, `nvidia-smi`), as
+  profiled runs and other people's benchmark tables record it: `Tesla V100-SXM2-32GB`,
+  `NVIDIA A100-SXM4-40GB`, `NVIDIA H100 80GB HBM3`, `NVIDIA GeForce RTX 3090`. Vendor and
+  brand words go; a memory size picks the family member with that memory; a form factor
+  (SXM, PCIe, NVL) must be the datasheet row's (gpus.csv `form_factor`), because the PCIe
+  part of an SXM GPU runs at a lower power limit and clock: `Tesla V100-PCIE-16GB` and
+  `NVIDIA H100 PCIe` match nothing until their own rows are added.
 
 Where the name lives: data about an offering or a trial (catalog, store, spec, Trial) call it
 `gpu_type`; the performance model's feature is `gpu`. Both hold canonical names.
@@ -22,9 +29,18 @@ Where the name lives: data about an offering or a trial (catalog, store, spec, T
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 VENDOR_PREFIXES = ("nvidia-tesla-", "nvidia-")
+# Words of a driver's device name that name the vendor or brand, not the GPU ("Quadro" is kept:
+# it is part of QuadroRTX8000's name).
+BRAND_WORDS = ("nvidia", "tesla", "geforce", "generation")
+MEMORY_WORD = re.compile(r"^(\d+)gb$")
+FORM_WORDS = {"sxm": "sxm", "sxm2": "sxm", "sxm3": "sxm", "sxm4": "sxm", "sxm5": "sxm",
+              "pcie": "pcie", "nvl": "pcie"}  # H100/H200 NVL: PCIe cards bridged in pairs
+MEMORY_TYPE = re.compile(r"^(hbm\w*|gddr\w*)$")  # "H100 80GB HBM3": the memory's kind
 
 
 def family(name: str) -> str:
@@ -32,15 +48,72 @@ def family(name: str) -> str:
     return name.lower().split("-")[0]
 
 
-def gpu_matches(text: str, known: Iterable[str]) -> tuple[str, ...]:
-    """The names in `known` that `text` stands for (empty when none)."""
+def gpu_matches(text: str, known: Iterable[str] | Mapping[str, Any]) -> tuple[str, ...]:
+    """The names in `known` that `text` stands for (empty when none). `known` may map names
+    to datasheet rows (cloud.gpus.GpuSpec): their `memory_gb` and `form_factor` then tell a
+    driver's device name apart."""
     key = text.strip().lower().replace(" ", "-")
     for prefix in VENDOR_PREFIXES:
         key = key.removeprefix(prefix)
-    known = tuple(known)
-    exact = tuple(name for name in known if name.lower() == key)
-    return (exact or tuple(name for name in known if family(name) == key)
-            or tuple(name for name in known if _compact(name) == _compact(key)))
+    names = tuple(known)
+    exact = tuple(name for name in names if name.lower() == key)
+    return (exact or tuple(name for name in names if family(name) == key)
+            or tuple(name for name in names if _compact(name) == _compact(key))
+            or _device_matches(text, known))
+
+
+def _device_matches(text: str, known: Iterable[str] | Mapping[str, Any]) -> tuple[str, ...]:
+    """The names a driver's device name stands for: brand words, memory kind and size and
+    form factor set apart, the rest compacted ('Tesla V100-SXM2-32GB': v100, 32 GB, SXM)."""
+    words = [w for w in re.split(r"[\s_/-]+", text.strip().lower())
+             if w and w not in BRAND_WORDS and not MEMORY_TYPE.match(w)]
+    memory = [int(m.group(1)) for w in words if (m := MEMORY_WORD.match(w))]
+    forms = [w for w in words if w in FORM_WORDS]
+    core = "".join(w for w in words if not MEMORY_WORD.match(w) and w not in FORM_WORDS)
+    if not core:
+        return ()
+    names = tuple(known)
+    # A form factor that is part of a name (P100SXM2, the DGX-1's P100) names that row.
+    with_form = tuple(n for n in names if forms and _compact(n) == core + "".join(forms))
+    if with_form:
+        return with_form
+    rows = known if isinstance(known, Mapping) else {}
+    found = [n for n in names if _compact(_without_memory(n)) == core]
+    if memory:
+        found = [n for n in found if _memory_gb(n, rows.get(n)) == memory[0]]
+    elif len(found) > 1:  # no size given: the family's own name (V100, not V100-32GB)
+        found = [n for n in found if n.lower() == family(n)] or found
+    wanted = {FORM_WORDS[w] for w in forms}
+    return tuple(n for n in found if not wanted or _form(rows.get(n)) in wanted | {None})
+
+
+def other_form_of(text: str, known: Mapping[str, Any]) -> tuple[str, ...]:
+    """The rows a device name would match but for its form factor ('NVIDIA H100 PCIe':
+    H100-80GB, whose row is the SXM part): what an error names when it matched nothing."""
+    words = re.split(r"[\s_/-]+", text.strip().lower())
+    if not any(w in FORM_WORDS for w in words):
+        return ()
+    return _device_matches(" ".join(w for w in words if w not in FORM_WORDS), known)
+
+
+def _without_memory(name: str) -> str:
+    head, _, tail = name.rpartition("-")
+    return head if head and MEMORY_WORD.match(tail.lower()) else name
+
+
+def _memory_gb(name: str, row: Any) -> int | None:
+    """A GPU's memory in GB: its name's size (A100-80GB), else its datasheet row's."""
+    tail = MEMORY_WORD.match(name.rpartition("-")[2].lower())
+    if tail:
+        return int(tail.group(1))
+    size = getattr(row, "memory_gb", None)
+    return round(size) if size else None
+
+
+def _form(row: Any) -> str | None:
+    """'sxm' or 'pcie' from a datasheet row's form_factor; None where unknown."""
+    form = str(getattr(row, "form_factor", None) or "").lower()
+    return FORM_WORDS.get(form) or None
 
 
 def _compact(name: str) -> str:

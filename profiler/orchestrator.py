@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cloud.gpus import gpu_specs
 from cloud.provider import (
     ClusterSpec,
     Node,
@@ -29,6 +30,7 @@ from cloud.provider import (
     ProviderEvent,
 )
 from gpuadvisor.errors import GpuAdvisorError
+from gpuadvisor.gpus import gpu_matches
 from gpuadvisor.records import make as make_record
 from gpuadvisor.store import Store, StoreError, StoreWriteError, now_iso
 from profiler import ingest
@@ -490,8 +492,14 @@ class TrialRun:
 
 
 def _gpu_type(result: dict | None) -> str | None:
+    """The GPU a local run measured, by its datasheet name (gpus.csv) where the driver's
+    device name resolves to one ('NVIDIA H100 80GB HBM3' is H100-80GB), else as the driver
+    named it (the store keeps the measurement; adding the GPU's row makes it usable)."""
     device = (result or {}).get("device")
-    return None if device in (None, "cpu") else device
+    if device in (None, "cpu"):
+        return None
+    matches = gpu_matches(device, gpu_specs())
+    return matches[0] if len(matches) == 1 else device
 
 
 def _params(model: str) -> int | None:

@@ -118,3 +118,13 @@ def test_a_trial_is_looked_at_once_per_interval_and_revoked_on_time(tmp_path, mo
     [trial] = parse_spec(SPEC).trials()
     assert min_seconds(trial, provider) == 5 + 15.0
     assert min_seconds(trial, LocalProvider(state_dir=tmp_path)) == 5 + 3.0
+
+
+def test_a_local_gpu_run_is_stored_under_its_datasheet_name():
+    from profiler.orchestrator import _gpu_type
+
+    assert _gpu_type({"device": "NVIDIA H100 80GB HBM3"}) == "H100-80GB"
+    assert _gpu_type({"device": "NVIDIA H200"}) == "H200"
+    # A part gpus.csv has no row for keeps the driver's name: the measurement is not lost.
+    assert _gpu_type({"device": "NVIDIA H100 PCIe"}) == "NVIDIA H100 PCIe"
+    assert _gpu_type({"device": "cpu"}) is None and _gpu_type(None) is None

@@ -76,3 +76,17 @@ def test_configuration_in_training_data_is_measured_with_its_value(recommended):
     two = np.flatnonzero((plans["gpus_per_node"] == 8) & (plans["nodes"] == 2)
                          & (plans["gpu_type"] == "A100-80GB"))
     assert "measured" not in set(plans["provenance"][two])
+
+
+def test_a_trial_recorded_under_the_drivers_device_name_is_the_same_configuration(recommended):
+    workload, plans, artifact = recommended
+    eight = np.flatnonzero((plans["gpus_per_node"] == 8) & (plans["nodes"] == 1)
+                           & (plans["gpu_type"] == "A100-80GB"))
+    trial = trial_of(plans, int(eight[0]), workload)
+    named = {**trial, "gpu_type": "NVIDIA A100-SXM4-80GB"}  # torch.cuda.get_device_name()
+    (canonical, _, _), (driver, _, skipped) = (trial_features([t], model_features())
+                                               for t in (trial, named))
+    assert not skipped and driver["gpu"].tolist() == ["A100-80GB"]
+    a, b = artifact.predict("throughput", canonical), artifact.predict("throughput", driver)
+    assert b.provenance.tolist() == ["measured"]
+    np.testing.assert_allclose(b.value, a.value, rtol=1e-12)

@@ -66,6 +66,30 @@ def test_one_gpu_resolver_for_what_people_type(typed, names):
     assert gpu_matches(typed, gpu_specs()) == names
 
 
+@pytest.mark.parametrize("device, names", [
+    # torch.cuda.get_device_name() / nvidia-smi, as profiled runs and benchmark tables record it
+    ("Tesla V100-SXM2-16GB", ("V100",)), ("Tesla V100-SXM2-32GB", ("V100-32GB",)),
+    ("NVIDIA A100-SXM4-40GB", ("A100-40GB",)), ("NVIDIA A100-SXM4-80GB", ("A100-80GB",)),
+    ("NVIDIA H100 80GB HBM3", ("H100-80GB",)), ("Tesla K80", ("K80",)), ("Tesla T4", ("T4",)),
+    ("Tesla P100-PCIE-16GB", ("P100",)), ("Tesla P100-SXM2-16GB", ("P100SXM2",)),
+    ("NVIDIA GeForce RTX 3090", ("RTX3090",)), ("GeForce GTX 1080 Ti", ("GTX1080Ti",)),
+    ("NVIDIA RTX 6000 Ada Generation", ("RTX6000Ada",)), ("Quadro RTX 8000", ("QuadroRTX8000",)),
+    ("Tesla V100-SXM2", ("V100",)),  # no size: the family's own name
+    ("A100-SXM4", ("A100-40GB", "A100-80GB")),  # no size, no own name: both, for a caller to ask
+    # another part than the datasheet row (PCIe against SXM, other memory): nothing
+    ("Tesla V100-PCIE-16GB", ()), ("NVIDIA H100 PCIe", ()), ("NVIDIA H200 NVL", ()),
+    ("NVIDIA A100 80GB PCIe", ()), ("Tesla P100-PCIE-12GB", ()), ("NVIDIA", ()),
+])
+def test_a_drivers_device_name_resolves_to_its_datasheet_row(device, names):
+    assert gpu_matches(device, gpu_specs()) == names
+
+
+def test_a_part_without_its_own_row_is_refused_with_the_row_it_is_not():
+    with pytest.raises(KeyError, match=r"'NVIDIA H100 PCIe' has no datasheet row: gpus.csv's "
+                       r"H100-80GB is the SXM part.*add its own row"):
+        gpu_spec("NVIDIA H100 PCIe")
+
+
 @pytest.mark.filterwarnings("ignore:the price catalog")
 def test_every_gpu_filter_takes_the_same_names():
     catalog = load_catalog()
