@@ -16,7 +16,10 @@ each class's time at max(FLOPs / peak of its unit, bytes / memory bandwidth) on 
   those with 3x3 kernels at stride 1 are also counted apart (`winograd_flops_per_sample`):
   on the FP32 cores cuDNN runs them with Winograd's algorithm, which needs fewer multiplies;
 - `grouped_conv`: depthwise and grouped convolutions, which tensor cores barely help;
-- `attention`: fused scaled-dot-product attention kernels;
+- `attention`: fused scaled-dot-product attention kernels, at the FLOPs they execute: a causal
+  kernel (FlashAttention's, PyTorch's memory-efficient one) skips the key blocks above the
+  diagonal, so a decoder's attention does about half the work FLOP formulas (and MFU, and
+  the card's `flops_per_sample`) count for it;
 - `norm`: batch, layer and group normalisation, forward and backward;
 - `other`: element-wise work, activations, pooling, softmax, embeddings, losses.
 
@@ -38,6 +41,9 @@ _GROUPS_ARG = {"convolution": 8, "_convolution": 8, "convolution_backward": 9}
 # Where a convolution's weight and stride are among its arguments.
 _WEIGHT_ARG = {"convolution": 1, "_convolution": 1, "convolution_backward": 2}
 _STRIDE_ARG = {"convolution": 3, "_convolution": 3, "convolution_backward": 4}
+# The query rows a fused attention kernel handles as one tile (FlashAttention-2's block of
+# 128 rows, Dao 2023): a causal kernel computes the tiles on or below the diagonal.
+ATTENTION_TILE = 128
 # Operators that move no data: they only allocate or describe memory.
 _NO_TRAFFIC = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
                "detach", "lift_fresh", "alias", "_unsafe_view", "zeros_like", "ones_like",
@@ -56,6 +62,21 @@ def operator_class(name: str, args) -> str:
     if "norm" in name:
         return "norm"
     return "other"
+
+
+def causal_fraction(func, args, kwargs) -> float:
+    """The share of an attention operator's full FLOPs its kernel executes: (n + 1) / 2n for
+    a causal one over n query tiles (the tiles on or below the diagonal), else 1."""
+    names = [argument.name for argument in func._schema.arguments]
+    if "is_causal" not in names:
+        return 1.0
+    index = names.index("is_causal")
+    causal = kwargs.get("is_causal", args[index] if len(args) > index else False)
+    query = args[names.index("query")] if "query" in names else None
+    if not causal or query is None:
+        return 1.0
+    tiles = -(-query.shape[-2] // ATTENTION_TILE)
+    return (tiles + 1) / (2 * tiles)
 
 
 def winograd_eligible(name: str, args) -> bool:
@@ -113,6 +134,8 @@ def operator_counter():
                 flops = formulas[packet](*args, **kwargs, out_val=out)
             else:  # element-wise and reductions: about one operation per element produced
                 flops = _element_count(out)
+            if kind == "attention":
+                flops *= causal_fraction(func, args, kwargs)
             self.totals[kind][0] += flops
             if kind == "conv" and winograd_eligible(name, args):
                 self.totals[WINOGRAD][0] += flops

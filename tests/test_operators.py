@@ -51,3 +51,23 @@ def test_winograd_counts_only_3x3_stride_1_dense_convolutions():
     assert conv > 0 and winograd == conv  # forward and both backward convolutions
     assert counted["3x3 stride 2"][1] == counted["1x1"][1] == 0
     assert counted["depthwise 3x3"] == (0, 0)  # grouped: another class
+
+
+@pytest.mark.parametrize("seq_len", [128, 256, 1000])
+def test_a_causal_attention_kernel_executes_the_tiles_on_and_below_the_diagonal(seq_len):
+    from profiler.cards import _gpu_attention
+    from profiler.operators import ATTENTION_TILE, operator_counter
+
+    def attention_flops(causal: bool) -> float:
+        with torch.device("meta"):
+            q, k, v = (torch.empty(2, 4, seq_len, 64, requires_grad=True) for _ in range(3))
+        counter = operator_counter()
+        with _gpu_attention(), counter:  # the kernels the card's trace runs (forward, backward)
+            torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal) \
+                .sum().backward()
+        return counter.totals["attention"][0]
+
+    tiles = -(-seq_len // ATTENTION_TILE)  # 1, 2 and 8 tiles of 128 query rows
+    assert attention_flops(True) == pytest.approx(attention_flops(False) * (tiles + 1)
+                                                  / (2 * tiles))
+    assert attention_flops(False) > 0
