@@ -19,7 +19,8 @@ belong. A training step of one worker then costs
       + a_unsplit_fp32, a_unsplit_tensor, a_unsplit_tf32: the same sums over the FLOPs of a
         card without the operator split, at the datasheet peak (the whole model's efficiency)
       + a_grouped * sum t_c over grouped/depthwise convolutions, whichever side binds
-      + a_mem * (sum B_c*b + step bytes + optimizer bytes) / BW_mem   (memory-bound classes)
+      + a_mem * (sum B_c*b + step bytes + optimizer bytes) / BW_mem   (memory-bound classes;
+                      the optimizer's once per optimizer step, on its shard under FSDP)
       + a_fixed                                                  (framework, input)
       + a_launch * T + a_layer * T*b / BW_mem    (per-layer launches; traffic, unsplit cards)
       + a_inter * 2(N-1)/N * G / BW_net                          (ring all-reduce between nodes)
@@ -52,7 +53,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from advisor.sharding import communication_scale, compute_scale
+from advisor.sharding import communication_scale, compute_scale, optimizer_scale
 from gpuadvisor.cards import OPERATOR_CLASSES
 from gpuadvisor.vocab import HALF_PRECISIONS
 
@@ -348,10 +349,8 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
                 out[f"{family}_tf32"] += np.where(busy & tensor[kind] & ~half, compute, 0.0)
                 out[f"{family}_fp32"] += np.where(busy & ~tensor[kind], compute, 0.0)
             out["memory"] += np.where(bound, 0.0, traffic)
-    n = len(batch)
-    per_step = np.nan_to_num(_optional(features, "step_bytes", n)) \
-        + OPTIMIZER_BYTES_PER_PARAM * np.nan_to_num(_arr(features, "params"))
-    out["memory"] = out["memory"] + per_step / bandwidth
+    out["memory"] = out["memory"] + np.nan_to_num(_optional(features, "step_bytes",
+                                                            len(batch))) / bandwidth
     return out
 
 
@@ -381,8 +380,12 @@ def design_matrix(features: dict) -> np.ndarray:
     ps_server_tensor = np.where(ps_sync, tensors * workers / ps_count, 0.0)
     # The layout (advisor/sharding.py): recomputed forwards, FSDP's gathers, accumulation.
     work, traffic = compute_scale(features, len(batch)), communication_scale(features, len(batch))
+    # The optimizer's update: once per optimizer step, on its shard (not recomputed).
+    update = OPTIMIZER_BYTES_PER_PARAM * np.nan_to_num(_arr(features, "params")) \
+        * optimizer_scale(features, len(batch)) / (_arr(features, "gpu_mem_bw_gbps") * 1e9)
     columns = {**{name: values * work for name, values in roofline.items()}, "fixed": fixed,
-               "tensor_launch": tensors * work, "tensor_memory": tensor_memory * work,
+               "memory": roofline["memory"] * work + update, "tensor_launch": tensors * work,
+               "tensor_memory": tensor_memory * work,
                "allreduce_inter": inter * traffic, "allreduce_intra": intra * traffic,
                "ps_link": ps_link, "ps_server": ps_server, "ps_server_tensor": ps_server_tensor}
     return np.column_stack([columns[name] for name in TERMS]).astype(float)

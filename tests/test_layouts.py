@@ -10,7 +10,7 @@ from advisor import physics
 from advisor.candidates import Filters, enumerate_candidates
 from advisor.memory import CHECKPOINT_COMPUTE_FACTOR
 from advisor.reasons import Reason
-from advisor.sharding import communication_scale, compute_scale
+from advisor.sharding import communication_scale, compute_scale, optimizer_scale
 from advisor.workload import build_workload
 from cloud.catalog import load_catalog
 
@@ -66,6 +66,29 @@ def test_accumulation_divides_ddp_traffic_and_fsdp_moves_the_parameters_twice():
     np.testing.assert_allclose(communication_scale(features, 4), [0.25, 0.75, 1.5, 1.25])
     np.testing.assert_allclose(compute_scale(features, 4),
                                [1, CHECKPOINT_COMPUTE_FACTOR, 1, 1])
+    # the optimizer updates once per optimizer step, each FSDP worker its own shard (8 here)
+    features.update(nodes=np.full(4, 2.0), gpus_per_node=np.full(4, 4.0))
+    np.testing.assert_allclose(optimizer_scale(features, 4), [0.25, 1 / 8, 1 / 8, 1 / 16])
+
+
+def test_the_optimizers_bytes_are_charged_once_per_optimizer_step_on_its_shard():
+    work = build_workload(CARDS, "llm_8b", precision="bf16")
+    cands = enumerate_candidates(load_catalog().as_arrays(), work, Filters(gpus=["H100"]))
+    features = cands.features(work)
+    n, memory = len(cands), physics.TERMS.index("memory")
+    flat = dict(features, accumulation=np.ones(n), checkpointing=np.zeros(n), sharded=np.zeros(n))
+    update = physics.OPTIMIZER_BYTES_PER_PARAM * features["params"] / (
+        features["gpu_mem_bw_gbps"] * 1e9)
+    workers = features["nodes"] * features["gpus_per_node"]
+    for layout, share in (({"sharded": np.ones(n)}, 1 / workers),
+                          ({"accumulation": np.full(n, 4.0)}, 0.25),
+                          ({"checkpointing": np.ones(n)}, 1.0)):  # recomputing: no new update
+        changed = dict(flat, **layout)
+        rest = physics.design_matrix(flat)[:, memory] - update  # the step's other traffic
+        if "checkpointing" in layout:
+            rest = rest * CHECKPOINT_COMPUTE_FACTOR
+        np.testing.assert_allclose(physics.design_matrix(changed)[:, memory],
+                                   rest + update * share)
 
 
 def test_a_plain_layout_leaves_the_physics_unchanged_and_checkpointing_costs_a_third():
