@@ -22,7 +22,7 @@ from advisor.physics import (
     sustained_clock_fraction,
 )
 from advisor.sharding import LAYOUT_KEYS
-from gpuadvisor.cards import OPERATOR_COLUMNS
+from gpuadvisor.cards import OPERATOR_COLUMNS, matching_card
 
 STRING_KEYS = ("model", "gpu", "sync", "precision", "provider")
 NUMBER_KEYS = ("params", "flops_per_sample", "gradient_bytes", "activation_bytes",
@@ -144,7 +144,7 @@ def configuration_features(
     name to its `card_features`. Raises FeatureError naming the first row that cannot be built.
     """
     n = len(configs["model"])
-    model = np.asarray(configs["model"]).astype(str)
+    model = _card_models(np.asarray(configs["model"]).astype(str), models)
     gpu = np.asarray(configs["gpu"]).astype(str)
     out: dict[str, np.ndarray] = {"model": model, "gpu": gpu}
     for key in ("provider", "precision", "sync"):
@@ -246,6 +246,16 @@ def to_arrays(rows: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
 def take(features: Mapping[str, np.ndarray], index) -> dict[str, np.ndarray]:
     """The rows `index` (mask or integer array) of a feature dict."""
     return {key: np.asarray(value)[index] for key, value in features.items()}
+
+
+def _card_models(model: np.ndarray, models: Mapping[str, Any]) -> np.ndarray:
+    """Each row's model by its card's name (a source's 'ResNet-50' is resnet50), so that a
+    model's rows group together whatever name their source gave it."""
+    if len(model) and (model == model[0]).all():  # the recommend path: one model
+        return np.full(len(model), matching_card(models, str(model[0])) or model[0])
+    names, index = np.unique(model, return_inverse=True)
+    return np.array([matching_card(models, str(name)) or name for name in names],
+                    dtype=str)[index.reshape(-1)]
 
 
 def _card_names(configs: Mapping[str, Any], model: np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ import numpy as np
 
 from advisor.errors import ParameterError
 from advisor.memory import ModelMemory, optimizer_for
-from gpuadvisor.cards import base_model, card_name
+from gpuadvisor.cards import base_model, card_name, matching_card
 from gpuadvisor.vocab import BATCH_POLICIES, VocabError, check_precision
 
 # Token counts as people write them: 20B, 1.5T, 500M, 300k (decimal, as LLM papers count).
@@ -206,12 +206,9 @@ def recipe_batches() -> dict[str, int]:
 
 def _find_card(cards: Mapping[str, Mapping[str, str]], model: str) -> Mapping[str, str]:
     """The card of `model`, tolerant of case, '-' and '_' as the zoo is (ResNet-50 = resnet50)."""
-    def plain(name: str) -> str:
-        return name.strip().lower().replace("-", "").replace("_", "")
-
-    by_plain = {plain(name): name for name in cards}
-    if plain(model) in by_plain:
-        return cards[by_plain[plain(model)]]
+    name = matching_card(cards, model)
+    if name is not None:
+        return cards[name]
     closest = difflib.get_close_matches(model.strip().lower().replace("-", "_"), list(cards),
                                         n=3, cutoff=0.4)
     raise WorkloadError(

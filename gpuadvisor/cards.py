@@ -71,6 +71,17 @@ def card_name(model: str, size: int | None = None) -> str:
     return f"{base_model(model)}{SIZE_SEPARATOR}{size}" if size else base_model(model)
 
 
+def matching_card(cards, model: str) -> str | None:
+    """The name in `cards` that `model` stands for, tolerant of case, '-' and '_' as the zoo
+    is (ResNet-50 is resnet50, BERT-Large bert_large); None where none does."""
+    def plain(name: str) -> str:
+        return name.strip().lower().replace("-", "").replace("_", "")
+
+    if model in cards:
+        return model
+    return {plain(name): name for name in cards}.get(plain(model))
+
+
 def base_model(name: str) -> str:
     """The model a card describes, without its input size (bert_large@384 -> bert_large)."""
     return name.split(SIZE_SEPARATOR, 1)[0]

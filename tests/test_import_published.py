@@ -6,7 +6,7 @@ import re
 import pytest
 
 from advisor.importers import ImportDataError
-from advisor.importers.published import FILE, import_published, load_published
+from advisor.importers.published import FILE, import_published, load_published, trial_row
 from cloud.gpus import gpu_spec
 from gpuadvisor import data
 from gpuadvisor.store import Store
@@ -298,3 +298,28 @@ def test_a_bad_cell_is_named_by_its_column(tmp_path, column, value, message):
         writer.writerow(row)
     with pytest.raises(ImportDataError, match=f"line 2: {re.escape(message)}"):
         load_published(figures)
+
+
+def test_a_sources_own_names_for_model_and_gpu_land_on_the_card_and_datasheet(tmp_path):
+    """Another benchmark's table says ResNet-50, BERT-Large and the driver's GPU name."""
+    from advisor.features import model_features, trial_features
+
+    rows = [r for r in _shipped() if r["gpu"] == "V100" and r["model"] in ("resnet50",
+                                                                          "bert_large")]
+    resnet = next(r for r in rows if r["model"] == "resnet50")
+    squad = next(r for r in rows if r["model"] == "bert_large" and r["seq_len"] == "384")
+    renamed = [{**r, "model": name, "gpu": "Tesla V100-SXM2-16GB"}
+               for r, name in ((resnet, "ResNet-50"), (squad, "BERT-Large"))]
+    path = tmp_path / "theirs.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(resnet))
+        writer.writeheader()
+        writer.writerows(renamed)
+    theirs = load_published(path)
+    assert [t["gpu_type"] for t in theirs] == ["V100", "V100"]
+    assert [t["extra"]["card"] for t in theirs] == ["resnet50", "bert_large@384"]
+    models = model_features()
+    features, _, skipped = trial_features(theirs, models)
+    ours, _, _ = trial_features([trial_row(resnet), trial_row(squad)], models)
+    assert not skipped and features["model"].tolist() == ["resnet50", "bert_large"]
+    assert features["flops_per_sample"].tolist() == ours["flops_per_sample"].tolist()

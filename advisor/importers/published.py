@@ -27,7 +27,7 @@ from typing import Any
 from advisor.importers import ImportDataError, ImportResult, already_imported, fingerprint
 from cloud.gpus import gpu_spec
 from gpuadvisor import data
-from gpuadvisor.cards import card_name, load_cards
+from gpuadvisor.cards import card_name, load_cards, matching_card
 from gpuadvisor.store import Store
 from gpuadvisor.textfile import unreadable
 
@@ -99,14 +99,15 @@ def matched_card(row: dict[str, str], cards: dict[str, dict]) -> str | None:
     """The card of the workload a row measured: its model's card at the row's own input size
     (bert_large@384 for SQuAD fine-tuning at 384 tokens), or None where no card has that
     size (the fit then scales the default card's per-sample work by the input size)."""
-    card = cards.get(row["model"])
-    if card is None:
+    model = matching_card(cards, row["model"])  # BERT-Large is bert_large
+    if model is None:
         return None
+    card = cards[model]
     column = "seq_len" if card["task"] == "text" else "image_size"
     size = workload_seq_len(row) if column == "seq_len" else _int(row[column], column)
     if size is None or size == card[column]:
-        return row["model"]
-    name = card_name(row["model"], size)
+        return model
+    name = card_name(model, size)
     return name if name in cards else None
 
 
