@@ -287,6 +287,7 @@ def test_binned_bert_phase_2_rows_are_a_stack_of_their_own():
     ("mean_seq_len", "abc", "mean_seq_len is 'abc', expected a whole number"),
     ("batch_per_gpu", "2.5x", "batch_per_gpu is '2.5x', expected a whole number"),
     ("throughput", "fast", "throughput is 'fast', expected a positive number"),
+    ("unit", "it/s", "unit is 'it/s', expected one of img/s, images/s, samples/s, seq/s"),
 ])
 def test_a_bad_cell_is_named_by_its_column(tmp_path, column, value, message):
     rows = list(csv.DictReader(SHIPPED.open(newline="")))
@@ -323,3 +324,19 @@ def test_a_sources_own_names_for_model_and_gpu_land_on_the_card_and_datasheet(tm
     ours, _, _ = trial_features([trial_row(resnet), trial_row(squad)], models)
     assert not skipped and features["model"].tolist() == ["resnet50", "bert_large"]
     assert features["flops_per_sample"].tolist() == ours["flops_per_sample"].tolist()
+
+
+def test_a_tokens_per_second_figure_is_priced_as_sequences_of_its_workload():
+    rows = _shipped()
+    squad = next(r for r in rows if r["model"] == "bert_large" and r["seq_len"] == "384")
+    binned = next(r for r in rows if r["mean_seq_len"])  # sequences padded to 288 on average
+    for row, tokens in ((squad, 384), (binned, 288)):
+        value = float(row["throughput"])
+        trial = trial_row({**row, "unit": "tok/s", "throughput": str(value * tokens)})
+        assert trial["throughput"] == pytest.approx(value)
+        assert trial["extra"]["throughput_as_published"] == pytest.approx(value * tokens)
+    with pytest.raises(ValueError, match="tok/s figure of bert_large needs its seq_len"):
+        trial_row({**squad, "unit": "tok/s", "seq_len": ""})
+    # a model without a card (token batches, no sequence length) keeps its figure as published
+    transformer = next(r for r in rows if r["unit"] == "tok/s")
+    assert trial_row(transformer)["throughput"] == float(transformer["throughput"])

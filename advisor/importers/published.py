@@ -7,7 +7,9 @@ cross-check for modern GPUs, not measurements of this project's workload.
 What lands in `trials`: model (zoo name where one exists), gpu_type (catalog name),
 nodes (the optional `nodes` column, else 1), gpus_per_node = num_gpus / nodes, sync
 'allreduce', precision, batch_per_gpu, image_size /
-seq_len, throughput (samples/s: img/s or seq/s; tok/s for transformer_big, see
+seq_len, throughput (samples/s: img/s or seq/s as published; a tok/s figure with a sequence
+length is divided by the workload's tokens per sequence, `extra.throughput_as_published`
+keeps it; tok/s without one, transformer_big's token batches, stays tok/s, see
 `extra.unit`); trial_key: see `trial_key`, software {'container': ...}; `extra`: citation, unit,
 in_zoo, notes, model_as_published, gpu_as_published, tokens_per_gpu_batch, card (the model
 card at the row's own input size, `matched_card`), import_fingerprint, and network_gbps
@@ -57,6 +59,30 @@ def _positive(value: str, column: str) -> float:
     if not (number > 0 and math.isfinite(number)):
         raise ValueError(f"{column} is {value[:20]}, expected a positive number")
     return number
+
+
+# Units of the `throughput` column: samples (images, sequences) or tokens a second.
+SAMPLE_UNITS = ("img/s", "images/s", "samples/s", "seq/s", "sequences/s")
+TOKEN_UNITS = ("tok/s", "tokens/s")
+
+
+def samples_per_second(row: dict[str, str], seq_len: int | None, card: str | None) -> float:
+    """The row's throughput in samples a second: tokens a second over the tokens of a sequence
+    (the workload's, `seq_len`); ValueError for another unit, or tokens a second of a model
+    that has a card but no sequence length (which no card could price)."""
+    value = _positive(row["throughput"], "throughput")
+    unit = row["unit"].strip().lower()
+    if unit in SAMPLE_UNITS:
+        return value
+    if unit not in TOKEN_UNITS:
+        raise ValueError(f"unit is {row['unit'][:20]!r}, expected one of "
+                         f"{', '.join(SAMPLE_UNITS + TOKEN_UNITS)}")
+    if seq_len:
+        return value / seq_len
+    if card:
+        raise ValueError(f"a {row['unit']} figure of {row['model']} needs its seq_len (tokens a "
+                         "sequence) to become sequences/s")
+    return value
 
 
 def trial_key(row: dict[str, str]) -> str:
@@ -129,6 +155,10 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
     seq_len, max_seq_len = workload_seq_len(row), _int(row["seq_len"], "seq_len")
     if seq_len != max_seq_len:
         extra["max_seq_len"] = max_seq_len
+    card = matched_card(row, load_cards() if cards is None else cards)
+    throughput = samples_per_second(row, seq_len, card)
+    if row["unit"].strip().lower() in TOKEN_UNITS and seq_len:
+        extra["throughput_as_published"] = _positive(row["throughput"], "throughput")
     return {
         "trial_key": trial_key(row),
         "sweep": "published",
@@ -144,7 +174,7 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
         "precision": row["precision"],
         "image_size": _int(row["image_size"], "image_size"),
         "seq_len": seq_len,
-        "throughput": _positive(row["throughput"], "throughput"),
+        "throughput": throughput,
         "software": {"container": row["software"], "framework": row["framework"]},
         "extra": {
             "citation": row["source"],
@@ -154,7 +184,7 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
             "model_as_published": row["model_as_published"],
             "gpu_as_published": row["gpu_as_published"],
             "tokens_per_gpu_batch": _int(row["tokens_per_gpu_batch"], "tokens_per_gpu_batch"),
-            "card": matched_card(row, load_cards() if cards is None else cards),
+            "card": card,
             **extra,
         },
     }
