@@ -32,7 +32,7 @@ from advisor.artifact import (
 from advisor.errors import AdvisorError
 from advisor.features import model_features, take, trial_features
 from gpuadvisor import data
-from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
+from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL, is_published
 
 # Fixed a priori, never tuned on evaluation folds: a prior row weighs as much as one
 # measured configuration.
@@ -91,10 +91,11 @@ class FitError(AdvisorError, ValueError):
 # -- throughput ---------------------------------------------------------------------------
 
 def source_family(source: str) -> str:
-    """Where a trial's figure comes from, as `--split source` holds it out: `published`, an
-    import (`import:cmdare` -> `cmdare`), or `profiler` (this project's own runs: local, gcp,
-    aws)."""
-    if source == "published":
+    """Where a trial's figure comes from, as `--split source` holds it out: `published`
+    (NVIDIA's and MLPerf's figures) or `published:NAME` (another benchmark's, imported with
+    `--source NAME`), an import (`import:cmdare` -> `cmdare`), or `profiler` (this project's
+    own runs: local, gcp, aws)."""
+    if is_published(source):
         return source
     if source.startswith("import:"):
         return source.removeprefix("import:")
@@ -114,7 +115,7 @@ def throughput_data(store, include_published: bool = True, exclude_software=()):
     sql = "SELECT * FROM trials WHERE status = 'finished' AND throughput > 0"
     trials = store.query(sql)
     if not include_published:
-        trials = [t for t in trials if t["source"] != "published"]
+        trials = [t for t in trials if not is_published(t["source"])]
     superseded = [any(text in json.dumps(t["software"]) for text in exclude_software)
                   for t in trials]
     trials = [t for t, drop in zip(trials, superseded) if not drop]
@@ -613,7 +614,7 @@ def fit_store(path: str | Path, include_published: bool = True,
         stacks = software_spread(features, throughput)
         overheads = overhead_rows(store)
         checkpoints = [r for r in store.rows("checkpoints")
-                       if include_published or r["source"] != "published"]
+                       if include_published or not is_published(r["source"])]
         lifetimes = store.rows("lifetimes")
     try:
         figure = fit_figure()

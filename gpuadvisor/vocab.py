@@ -16,6 +16,9 @@ CLIs. GPU names are in gpuadvisor/gpus.py, durations in gpuadvisor/durations.py.
   artifact's calibrated `PREDICTION_INTERVAL_LEVEL` prediction interval: `advisor fit`
   calibrates at that level, the artifact records it (`interval_level`), every `Prediction`
   carries it (`level`), and the optimizer reads the level from the prediction.
+- **published sources** (`is_published`): a trial's `source` is `published` for the shipped
+  figures (NVIDIA's, MLPerf's) and `published:NAME` for another benchmark's figures imported
+  under that name; both are published figures, kept apart from this project's own runs.
 """
 
 from __future__ import annotations
@@ -66,3 +69,11 @@ def check_precision(value: str) -> str:
 def market(spot: bool) -> str:
     """The market's name for the store's `spot` flag."""
     return "spot" if spot else "on-demand"
+
+
+PUBLISHED_SOURCE = "published"
+
+
+def is_published(source: str) -> bool:
+    """Whether a trial's `source` is a published figure (`published`, `published:NAME`)."""
+    return source == PUBLISHED_SOURCE or source.startswith(f"{PUBLISHED_SOURCE}:")

@@ -413,6 +413,8 @@ def data_import_cases() -> list[Case]:
                               "pub_batch_per_gpu_csv"):
         add(advisor(USAGE, "", "data", "import", "published", f"{{{name}}}", "--store",
                     "{store}"))
+    add(advisor(USAGE, "", "data", "import", "published", "--source", "their lab", "--store",
+                "{store}"))
     return found
 
 

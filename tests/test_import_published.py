@@ -340,3 +340,31 @@ def test_a_tokens_per_second_figure_is_priced_as_sequences_of_its_workload():
     # a model without a card (token batches, no sequence length) keeps its figure as published
     transformer = next(r for r in rows if r["unit"] == "tok/s")
     assert trial_row(transformer)["throughput"] == float(transformer["throughput"])
+
+
+def test_another_benchmarks_figures_are_a_source_of_their_own(tmp_path):
+    """`--source NAME`: the same rows under published:NAME, kept beside the shipped ones and
+    held out on their own by `advisor evaluate --split source`."""
+    from advisor.evaluation import evaluate
+    from advisor.fitting import source_family
+
+    rows = [r for r in _shipped() if r["model"] == "resnet50" and r["gpu"] == "V100"][:4]
+    theirs = tmp_path / "theirs.csv"
+    with open(theirs, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    with Store(tmp_path / "m.db") as db:
+        import_published(db)
+        result = import_published(db, theirs, "Their-Lab")
+        assert result.source == "published:their-lab" and result.rows == {"trials": 4}
+        assert import_published(db, theirs, "Their-Lab").already_imported
+        stored = db.query("SELECT source, trial_key FROM trials WHERE source != 'published'")
+    assert len(stored) == 4 and {t["source"] for t in stored} == {"published:their-lab"}
+    assert all(t["trial_key"].startswith("published:their-lab/") for t in stored)
+    assert source_family("published:their-lab") == "published:their-lab"
+    held_out = {g["group"]: g["n"] for g in evaluate(tmp_path / "m.db", "source")["groups"]}
+    assert held_out["published:their-lab"] >= 1 and held_out["published"] > 100
+    with Store(tmp_path / "m.db") as db, pytest.raises(ImportDataError,
+                                                      match="source name 'a b' must be"):
+        import_published(db, theirs, "a b")

@@ -153,25 +153,35 @@ def import_runs(
 def import_published(
     file: Path = PUBLISHED_FILE,
     store: Path = STORE_OPTION,
+    source: str = typer.Option(
+        None, "--source", metavar="NAME",
+        help="the benchmark FILE's figures come from: its trials get source published:NAME, "
+             "so that `advisor evaluate --split source` holds them out as a source the fit "
+             "never saw (default: published, as the shipped figures)"),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Import published throughput figures as trials with source 'published'.
 
     NVIDIA DeepLearningExamples figures (optimised NGC containers, DALI, one DGX node): a
-    prior for modern GPUs, not measurements of your workload.
+    prior for modern GPUs, not measurements of your workload. Your own CSV may name models
+    and GPUs as its source did (ResNet-50, Tesla V100-SXM2-16GB) and give tokens/s with a
+    seq_len.
 
     Examples:
 
         advisor data import published --store m.db
 
         advisor data import published my_figures.csv --store m.db --format json
+
+        advisor data import published their_table.csv --source their-lab --store m.db
+        advisor evaluate --store m.db --split source
     """
     from advisor.importers import ImportDataError
     from advisor.importers.published import import_published as published_import
 
     with _open(store) as db:
         try:
-            result = published_import(db, file)
+            result = published_import(db, file, source)
         except ImportDataError as exc:
             fail_with(exc)
     _report(result, store, fmt)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,10 @@ from gpuadvisor import data
 from gpuadvisor.cards import card_name, load_cards, matching_card
 from gpuadvisor.store import Store
 from gpuadvisor.textfile import unreadable
+from gpuadvisor.vocab import PUBLISHED_SOURCE
 
-SOURCE = "published"
+SOURCE = PUBLISHED_SOURCE
+SOURCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 FILE = "published_throughput.csv"
 COLUMNS = ("model", "model_as_published", "in_zoo", "framework", "gpu", "gpu_as_published",
            "num_gpus", "precision", "batch_per_gpu", "tokens_per_gpu_batch", "image_size",
@@ -218,14 +221,32 @@ def load_published(path: Path | None = None) -> list[dict[str, Any]]:
     return trials
 
 
-def import_published(store: Store, path: Path | None = None) -> ImportResult:
+def published_source(name: str | None) -> str:
+    """The trials' `source`: `published` (NVIDIA's and MLPerf's figures, the shipped file),
+    or `published:NAME` for another benchmark's figures, so that `advisor evaluate --split
+    source` can hold them out as a source the fit never saw. ImportDataError for a bad name."""
+    if name is None:
+        return SOURCE
+    if not SOURCE_NAME.fullmatch(name):
+        raise ImportDataError(f"source name {name!r} must be letters, digits, '.', '_' or '-' "
+                         "(e.g. my-lab)")
+    return f"{SOURCE}:{name.lower()}"
+
+
+def import_published(store: Store, path: Path | None = None,
+                     source_name: str | None = None) -> ImportResult:
+    """Import `path` (default: the shipped figures) under `published_source(source_name)`."""
+    source = published_source(source_name)
     path = Path(path) if path else data.find(FILE)
     trials = load_published(path)
-    result = ImportResult(SOURCE, fingerprint([path], path.parent))
-    if already_imported(store, SOURCE, result.fingerprint):
+    result = ImportResult(source, fingerprint([path], path.parent))
+    if already_imported(store, source, result.fingerprint):
         result.already_imported = True
         return result
     for trial in trials:
         trial["extra"]["import_fingerprint"] = result.fingerprint
+        if source != SOURCE:  # another benchmark's figure of the same configuration
+            trial["source"] = source
+            trial["trial_key"] = f"{source}/{trial['trial_key']}"
     result.rows = store.add_many({"trials": trials})
     return result
