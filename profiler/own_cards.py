@@ -20,6 +20,12 @@ HEADS = {"ForCausalLM": "causal", "LMHeadModel": "causal", "ForMaskedLM": "maske
          "ForPreTraining": "masked", "ForImageClassification": "image"}
 AUTO_CLASSES = {"causal": "AutoModelForCausalLM", "masked": "AutoModelForMaskedLM",
                 "image": "AutoModelForImageClassification"}
+# transformers runs some architectures' attention only eagerly (MPT, for one): their cards
+# count the T x T scores as written, read and kept for backward, which a fused kernel never
+# does, so such a card overstates the traffic and activation memory of FlashAttention training.
+EAGER_ATTENTION_NOTE = ("eager attention: transformers has no SDPA kernel for {model_type}, so "
+                        "the card counts the T x T scores in memory, as FlashAttention "
+                        "training does not")
 # A starting micro-batch when none is given; the advisor picks what fits each GPU.
 DEFAULT_BATCH = {"image": 32, "text": 8}
 
@@ -75,6 +81,8 @@ def config_card(path: Path, name: str | None, work: Workload) -> dict:
     measured = _measure(model, step, str(path))
     default = Path(path).parent.name if Path(path).name == "config.json" else Path(path).stem
     source = f"profiler card --config {Path(path).name}"
+    if task == "text" and getattr(model.config, "_attn_implementation", None) == "eager":
+        source += f" ({EAGER_ATTENTION_NOTE.format(model_type=config.model_type)})"
     return _card(name or default, config.model_type, task, size, work, measured, source)
 
 

@@ -191,6 +191,26 @@ def test_a_config_card_is_saved_where_recommend_finds_it(tmp_path, tiny_config, 
     assert out["workload"]["model"] == "tiny-llama" and out["pick"]["throughput"] > 0
 
 
+def test_a_config_whose_attention_runs_only_eagerly_says_so(tmp_path, torch):
+    """transformers has no SDPA kernel for MPT: its card counts the T x T scores (written,
+    read, kept for backward), and the card and the command say so; a Llama's does not."""
+    mpt = {"model_type": "mpt", "architectures": ["MptForCausalLM"], "d_model": 128,
+           "n_heads": 4, "n_layers": 2, "expansion_ratio": 4, "max_seq_len": 512,
+           "vocab_size": 1000}
+    for name, config in (("tiny-mpt", mpt), ("tiny-llama", TINY_LLAMA)):
+        path = tmp_path / name / "config.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps(config))
+        result = card_cli("--config", path, "--seq-len", 256, "--format", "json")
+        assert result.exit_code == 0, result.output
+        eager = name == "tiny-mpt"
+        assert ("warning: tiny-mpt: eager attention" in result.output) == eager
+        card = json.loads(result.stdout[result.stdout.index("{"):])
+        assert ("eager attention: transformers has no SDPA kernel for mpt" in card["source"]) \
+            == eager
+        assert (card["attention_flops_per_sample"] == 0) == eager  # QK^T and PV as matmuls
+
+
 @pytest.mark.parametrize("config, args, message", [
     ("{", [], "is not JSON"),
     (json.dumps({"hidden_size": 8}), [], "has no model_type"),

@@ -18,6 +18,7 @@ from gpuadvisor.cli.output import (
     fail,
     fail_with,
     stderr_progress,
+    warn,
 )
 from profiler.cli.app import app
 
@@ -136,7 +137,12 @@ def _own(config, build, example, name, image_size, seq_len, batch_per_gpu, datas
                                   samples_per_epoch, epochs)
         with _stderr().status("tracing on the meta device"):
             if config:
-                return own_cards.config_card(config, name, work)
+                card = own_cards.config_card(config, name, work)
+                if "eager attention" in card["source"]:
+                    note = own_cards.EAGER_ATTENTION_NOTE.format(model_type=card["family"])
+                    warn(f"{card['model']}: {note}; its throughput and memory estimates are "
+                         "pessimistic")
+                return card
             return own_cards.callable_card(build, example, name, work)
     except CardError as exc:
         fail_with(exc, {"callable_spec": "callable", "input_spec": "input"})
