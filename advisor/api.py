@@ -263,12 +263,22 @@ def _cards_with(model: str | None, card: str | Path | None) -> tuple[dict, str]:
     return {**model_cards(), own["model"]: own}, own["model"]
 
 
+def rounded_rate(value: float) -> float:
+    """Samples a second to one decimal, and to at least 3 significant digits (an LLM's 2.61
+    sequences a second, not 2.6)."""
+    magnitude = math.floor(math.log10(abs(value))) if value and math.isfinite(value) else 0
+    return round(value, max(1, 2 - magnitude))
+
+
 def describe(plans: Plans, row: int) -> dict:
     """One plan as plain values, as every output format gives it."""
     p = plans
 
     def number(name, digits=2):
         return round(float(p[name][row]), digits)
+
+    def rate(name):
+        return rounded_rate(float(p[name][row]))
 
     return {
         "provider": str(p["provider"][row]), "region": str(p["region"][row]),
@@ -277,8 +287,8 @@ def describe(plans: Plans, row: int) -> dict:
         "shape": f"{int(p['gpus_per_node'][row])}x{p['gpu_type'][row]} x{int(p['nodes'][row])}",
         "market": market(p["spot"][row]),
         "price_per_node_hour": number("price_per_node_hour", 4),
-        "throughput": number("throughput", 1), "throughput_lo": number("throughput_lo", 1),
-        "throughput_hi": number("throughput_hi", 1),
+        "throughput": rate("throughput"), "throughput_lo": rate("throughput_lo"),
+        "throughput_hi": rate("throughput_hi"),
         "time_p50_s": number("time_p50", 0), "time_p90_s": number("time_p90", 0),
         "cost_p50": number("cost_p50"), "cost_p90": number("cost_p90"),
         "time_at_confidence_s": number("time_conf", 0), "cost_at_confidence": number("cost_conf"),

@@ -68,6 +68,16 @@ def test_recommend_returns_plans_best_first_and_the_cli_prints_its_dict():
     assert json.loads(json.dumps(result.to_dict(explain=True))) == cli
 
 
+def test_an_llms_few_sequences_a_second_keep_three_significant_digits():
+    from advisor.api import rounded_rate
+
+    assert [rounded_rate(v) for v in (2.6149, 0.123456, 17.349, 2508.84, 0.0)] == \
+        [2.61, 0.123, 17.3, 2508.8, 0.0]
+    pick = advisor.recommend("llama_8b", tokens="1B", deadline="3d", precision="bf16").pick
+    assert all(pick[key] == rounded_rate(pick[key]) for key in ("throughput", "throughput_lo",
+                                                               "throughput_hi"))
+
+
 def test_numbers_and_strings_mean_the_same():
     by_string = advisor.recommend("resnet18", deadline="1d", budget="$300", providers="gcp,aws")
     by_number = advisor.recommend("resnet18", deadline=86400, budget=300.0,
