@@ -76,6 +76,10 @@ def test_an_llms_few_sequences_a_second_keep_three_significant_digits():
     pick = advisor.recommend("llama_8b", tokens="1B", deadline="3d", precision="bf16").pick
     assert all(pick[key] == rounded_rate(pick[key]) for key in ("throughput", "throughput_lo",
                                                                "throughput_hi"))
+    from advisor.cli.recommend import _rate  # the table's column
+
+    assert [_rate(v) for v in (8.0, 16.6, 0.5, 99.94, 2508.8)] == \
+        ["8.00", "16.6", "0.500", "99.9", "2,509"]
 
 
 def test_numbers_and_strings_mean_the_same():

@@ -4,6 +4,7 @@ scikit-learn or cloud SDK on this path."""
 
 from __future__ import annotations
 
+import math
 import sys
 from enum import Enum
 from pathlib import Path
@@ -257,7 +258,7 @@ def _table(rows, plans, work, as_of, format_duration) -> None:
         "where": f"{row['provider']} {row['region']}", "provider": row["provider"],
         "region": row["region"], "shape_short": row["shape"],
         "instance_type": row["instance_type"], "shape": row["shape"], "market": row["market"],
-        "throughput": f"{row['throughput']:,.0f}",
+        "throughput": _rate(row["throughput"]),
         "batch": f"{row['micro_batch']}x{row['accumulation']}",
         "batch_short": f"{row['micro_batch']}x{row['accumulation']}"
                        + SHORT_REMEDY[row["remedy"]],
@@ -379,3 +380,10 @@ def _overhead_lines(overheads: dict | None, spot: bool, format_duration) -> list
         *([f"  one checkpoint {seconds(save['seconds'])}: {save['source']}"]
           if save["seconds"] is not None else []),
     ]
+
+
+def _rate(samples_per_s: float) -> str:
+    """Samples a second to 3 significant digits below 100 (an LLM's 8.00 sequences/s)."""
+    if samples_per_s >= 100 or samples_per_s <= 0:
+        return f"{samples_per_s:,.0f}"
+    return f"{samples_per_s:.{max(0, 2 - math.floor(math.log10(samples_per_s)))}f}"
