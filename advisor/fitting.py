@@ -109,13 +109,17 @@ def throughput_data(store, include_published: bool = True, exclude_software=()):
     features["source"] (`source_family`; `--split source` holds it out). `measured` is keyed
     by configuration alone: the median over every stack that measured it. Trials whose
     recorded software (container, framework, versions) contains any of `exclude_software` are
-    left out, so that superseded releases can be set aside."""
+    left out, so that superseded releases can be set aside; so are figures their own source
+    contradicts (`extra.suspect`: a published 1-GPU figure far below its own 8-GPU one)."""
     import pandas as pd
 
     sql = "SELECT * FROM trials WHERE status = 'finished' AND throughput > 0"
     trials = store.query(sql)
     if not include_published:
         trials = [t for t in trials if not is_published(t["source"])]
+    suspect = [isinstance(t.get("extra"), dict) and bool(t["extra"].get("suspect"))
+               for t in trials]
+    trials = [t for t, drop in zip(trials, suspect) if not drop]
     superseded = [any(text in json.dumps(t["software"]) for text in exclude_software)
                   for t in trials]
     trials = [t for t, drop in zip(trials, superseded) if not drop]
@@ -123,6 +127,8 @@ def throughput_data(store, include_published: bool = True, exclude_software=()):
     if any(superseded):
         skipped[f"software matches exclude_software {' '.join(exclude_software)}"] = \
             sum(superseded)
+    if any(suspect):
+        skipped["figure its source contradicts (notes: SUSPECT)"] = sum(suspect)
     if not kept:
         return features, np.array([]), {}, skipped
     stacks = np.array([software_label(t) for t in kept], dtype=str)

@@ -11,7 +11,8 @@ seq_len, throughput (samples/s: img/s or seq/s as published; a tok/s figure with
 length is divided by the workload's tokens per sequence, `extra.throughput_as_published`
 keeps it; tok/s without one, transformer_big's token batches, stays tok/s, see
 `extra.unit`); trial_key: see `trial_key`, software {'container': ...}; `extra`: citation, unit,
-in_zoo, notes, model_as_published, gpu_as_published, tokens_per_gpu_batch, card (the model
+in_zoo, suspect (notes mark it SUSPECT), notes, model_as_published, gpu_as_published,
+tokens_per_gpu_batch, card (the model
 card at the row's own input size, `matched_card`), import_fingerprint, and network_gbps
 (per-node inter-node bandwidth) where the optional column gives it. Where the optional column
 `mean_seq_len` gives the mean length a sequence was padded to (an input pipeline that pads a
@@ -36,6 +37,9 @@ from gpuadvisor.textfile import unreadable
 from gpuadvisor.vocab import PUBLISHED_SOURCE
 
 SOURCE = PUBLISHED_SOURCE
+# The `notes` word that marks a figure its own source contradicts (8-GPU scaling beyond 8x,
+# another table's figure repeated): kept for the record, never fitted or evaluated.
+SUSPECT_MARK = "SUSPECT"
 SOURCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 FILE = "published_throughput.csv"
 COLUMNS = ("model", "model_as_published", "in_zoo", "framework", "gpu", "gpu_as_published",
@@ -183,6 +187,8 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
             "citation": row["source"],
             "unit": row["unit"],
             "in_zoo": row["in_zoo"] == "1",
+            # A figure its source contradicts (its transcriber marks it and says why in notes)
+            "suspect": SUSPECT_MARK in row["notes"],
             "notes": row["notes"],
             "model_as_published": row["model_as_published"],
             "gpu_as_published": row["gpu_as_published"],
