@@ -108,7 +108,8 @@ def published(tmp: Path) -> None:
     store = tmp / "published.db"
     with Store(store) as db:
         import_published(db)
-        trials = db.query("SELECT * FROM trials WHERE source = 'published'")
+        trials = [t for t in db.query("SELECT * FROM trials WHERE source = 'published'")
+                  if not t["extra"].get("suspect")]  # as throughput_data leaves them out
         features, kept, skipped = trial_features(trials, model_features(db.rows("models")))
     if not kept:
         print(f"  skipped: no model cards for the published models ({skipped})")
