@@ -58,8 +58,10 @@ POINTS = [
     ("resnet50", "RTX4090", "amp", 1, 256, None),
     ("resnet50", "RTXA6000", "amp", 1, 256, None),
     ("bert_large", "A40", "amp", 1, 32, 128),
+    ("resnet50", "A100PCIe-80GB", "amp", 1, 256, None),  # the PCIe card beside the SXM row
+    ("bert_large", "H100PCIe", "bf16", 1, 64, 128),
 ]
-LINK = {"L4": "PCIe", "T4": "PCIe"}  # the others: their NVLink/NVSwitch node
+LINK = {"L4": "PCIe", "T4": "PCIe", "A100PCIe-80GB": "PCIe", "H100PCIe": "PCIe"}  # others: NVSwitch
 
 
 def published() -> dict[tuple, float]:

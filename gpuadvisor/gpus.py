@@ -20,8 +20,9 @@
   `NVIDIA A100-SXM4-40GB`, `NVIDIA H100 80GB HBM3`, `NVIDIA GeForce RTX 3090`. Vendor and
   brand words go; a memory size picks the family member with that memory; a form factor
   (SXM, PCIe, NVL) must be the datasheet row's (gpus.csv `form_factor`), because the PCIe
-  part of an SXM GPU runs at a lower power limit and clock: `Tesla V100-PCIE-16GB` and
-  `NVIDIA H100 PCIe` match nothing until their own rows are added.
+  part of an SXM GPU runs at a lower power limit and clock: `Tesla V100-PCIE-16GB` is
+  V100PCIe and `NVIDIA A100 80GB PCIe` A100PCIe-80GB (rows of their own, named like P100SXM2),
+  while `NVIDIA H200 NVL` matches nothing until its own row is added.
 
 Where the name lives: data about an offering or a trial (catalog, store, spec, Trial) call it
 `gpu_type`; the performance model's feature is `gpu`. Both hold canonical names.
@@ -73,18 +74,19 @@ def _device_matches(text: str, known: Iterable[str] | Mapping[str, Any]) -> tupl
     if not core:
         return ()
     names = tuple(known)
-    # A form factor that is part of a name (P100SXM2, the DGX-1's P100) names that row.
-    with_form = tuple(n for n in names if forms and _compact(n) == core + "".join(forms))
-    if with_form:
-        return with_form
     rows = known if isinstance(known, Mapping) else {}
-    found = [n for n in names if _compact(_without_memory(n)) == core]
+    # A form factor that is part of a name (P100SXM2, the DGX-1's P100; A100PCIe-80GB) names
+    # that part; otherwise the name without it, whose row's form must then be the one asked.
+    found = [n for n in names if forms and _compact(_without_memory(n)) == core + "".join(forms)]
+    named_form = bool(found)
+    found = found or [n for n in names if _compact(_without_memory(n)) == core]
     if memory:
         found = [n for n in found if _memory_gb(n, rows.get(n)) == memory[0]]
     elif len(found) > 1:  # no size given: the family's own name (V100, not V100-32GB)
         found = [n for n in found if n.lower() == family(n)] or found
     wanted = {FORM_WORDS[w] for w in forms}
-    return tuple(n for n in found if not wanted or _form(rows.get(n)) in wanted | {None})
+    return tuple(n for n in found if named_form or not wanted
+                 or _form(rows.get(n)) in wanted | {None})
 
 
 def other_form_of(text: str, known: Mapping[str, Any]) -> tuple[str, ...]:

@@ -125,6 +125,7 @@ def test_a_local_gpu_run_is_stored_under_its_datasheet_name():
 
     assert _gpu_type({"device": "NVIDIA H100 80GB HBM3"}) == "H100-80GB"
     assert _gpu_type({"device": "NVIDIA H200"}) == "H200"
+    assert _gpu_type({"device": "NVIDIA H100 PCIe"}) == "H100PCIe"
     # A part gpus.csv has no row for keeps the driver's name: the measurement is not lost.
-    assert _gpu_type({"device": "NVIDIA H100 PCIe"}) == "NVIDIA H100 PCIe"
+    assert _gpu_type({"device": "NVIDIA H200 NVL"}) == "NVIDIA H200 NVL"
     assert _gpu_type({"device": "cpu"}) is None and _gpu_type(None) is None

@@ -76,18 +76,21 @@ def test_one_gpu_resolver_for_what_people_type(typed, names):
     ("NVIDIA RTX 6000 Ada Generation", ("RTX6000Ada",)), ("Quadro RTX 8000", ("QuadroRTX8000",)),
     ("Tesla V100-SXM2", ("V100",)),  # no size: the family's own name
     ("A100-SXM4", ("A100-40GB", "A100-80GB")),  # no size, no own name: both, for a caller to ask
-    # another part than the datasheet row (PCIe against SXM, other memory): nothing
-    ("Tesla V100-PCIE-16GB", ()), ("NVIDIA H100 PCIe", ()), ("NVIDIA H200 NVL", ()),
-    ("NVIDIA A100 80GB PCIe", ()), ("Tesla P100-PCIE-12GB", ()), ("NVIDIA", ()),
+    # PCIe parts of SXM GPUs: rows of their own, named like P100SXM2
+    ("Tesla V100-PCIE-16GB", ("V100PCIe",)), ("NVIDIA H100 PCIe", ("H100PCIe",)),
+    ("NVIDIA A100 80GB PCIe", ("A100PCIe-80GB",)), ("NVIDIA A100-PCIE-40GB", ("A100PCIe-40GB",)),
+    # another part than any datasheet row (PCIe against SXM, other memory): nothing
+    ("NVIDIA H200 NVL", ()), ("Tesla V100-PCIE-32GB", ()), ("Tesla P100-PCIE-12GB", ()),
+    ("NVIDIA", ()),
 ])
 def test_a_drivers_device_name_resolves_to_its_datasheet_row(device, names):
     assert gpu_matches(device, gpu_specs()) == names
 
 
 def test_a_part_without_its_own_row_is_refused_with_the_row_it_is_not():
-    with pytest.raises(KeyError, match=r"'NVIDIA H100 PCIe' has no datasheet row: gpus.csv's "
-                       r"H100-80GB is the SXM part.*add its own row"):
-        gpu_spec("NVIDIA H100 PCIe")
+    with pytest.raises(KeyError, match=r"'NVIDIA H200 NVL' has no datasheet row: gpus.csv's "
+                       r"H200 is the SXM part.*add its own row"):
+        gpu_spec("NVIDIA H200 NVL")
 
 
 @pytest.mark.filterwarnings("ignore:the price catalog")
