@@ -93,6 +93,14 @@ class Candidates:
                                 for c in ("provider", "gpu_type", "region")))))
 
 
+def _datasheet(gpu_spec: Callable, name: str):
+    """The datasheet row of a catalog GPU, None where gpus.csv has none."""
+    try:
+        return gpu_spec(name)
+    except KeyError:
+        return None
+
+
 def _has_datasheet(gpu_spec: Callable, name: str) -> bool:
     try:
         gpu_spec(name)
@@ -130,8 +138,10 @@ def enumerate_candidates(
         if not wanted:
             continue
         known = sorted(set(values))
-        # A GPU filter takes what people type (gpuadvisor.gpus): "A100" is every A100.
-        matches = {w: gpu_matches(w, known) if label == "GPU"
+        # A GPU filter takes what people type (gpuadvisor.gpus): "A100" is every A100; a
+        # driver's name is told apart by the rows' memory and form factor.
+        rows = {name: _datasheet(gpu_spec, name) for name in known} if label == "GPU" else {}
+        matches = {w: gpu_matches(w, rows) if label == "GPU"
                    else tuple(k for k in known if k.lower() == w.lower()) for w in wanted}
         unknown = sorted(w for w, names in matches.items() if not names)
         if unknown:

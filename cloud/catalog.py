@@ -22,6 +22,7 @@ from datetime import date, timedelta
 from functools import cache
 from pathlib import Path
 
+from cloud.gpus import gpu_specs
 from gpuadvisor import data
 from gpuadvisor.errors import GpuAdvisorError
 from gpuadvisor.gpus import gpu_matches
@@ -140,7 +141,8 @@ class Catalog:
             offerings = [o for o in offerings if o.region == region]
         if gpu is not None:
             known = sorted({o.gpu_type for o in offerings})
-            matches = gpu_matches(gpu, known)
+            specs = gpu_specs()  # memory and form factor tell a driver's name apart
+            matches = gpu_matches(gpu, {name: specs.get(name) for name in known})
             if not matches:
                 _check("GPU", gpu, known)
             offerings = [o for o in offerings if o.gpu_type in matches]

@@ -104,3 +104,12 @@ def test_every_gpu_filter_takes_the_same_names():
         assert filtered == set(cands["gpu_type"]) == set(gpu_matches(typed, gpu_specs()))
     with pytest.raises(KeyError, match="name one of A100-40GB, A100-80GB"):
         gpu_spec("A100")
+
+
+def test_a_gpu_filter_tells_a_drivers_name_apart_by_form_factor():
+    catalog = load_catalog()
+    sxm = {o.gpu_type for o in catalog.filter(gpu="NVIDIA H100 80GB HBM3").offerings}
+    assert sxm == {"H100-80GB"}
+    work = build_workload(load_cards(), "resnet18")
+    with pytest.raises(Exception, match="unknown GPU NVIDIA H200 NVL"):  # a PCIe card: not H200
+        enumerate_candidates(catalog.as_arrays(), work, Filters(gpus=["NVIDIA H200 NVL"]))
