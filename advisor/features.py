@@ -164,7 +164,8 @@ def configuration_features(
     for name in names:
         card = models.get(name)
         if card is None or not card.get("flops_per_sample"):
-            raise FeatureError(f"no model card for {str(name)!r}")
+            raise FeatureError(f"no model card for {str(name)!r} (make one with `profiler "
+                               "card --config CONFIG --save` or `--callable`)")
         cards.append(card)
     for key in MODEL_KEYS + OPTIONAL_KEYS:
         missing = np.nan if key in OPTIONAL_KEYS else 0.0

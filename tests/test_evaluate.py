@@ -234,3 +234,17 @@ def test_software_stacks_measuring_one_configuration_set_the_measured_spread():
     other = to_arrays(configs + [{**c, "flops_per_sample": 2 * c["flops_per_sample"]}
                                  for c in configs])
     assert software_spread(other, throughput) == (None, 0)
+
+
+def test_evaluate_says_on_stderr_which_trials_it_left_out_and_why(tmp_path):
+    from advisor.importers.published import import_published
+
+    with Store(tmp_path / "m.db") as db:
+        import_published(db)
+    out = subprocess.run(CLI + ["--store", str(tmp_path / "m.db"), "--split", "gpu",
+                                "--format", "json"], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["skipped"]["figure its source contradicts (notes: SUSPECT)"] == 8
+    assert "warning: skipped 8 trial(s): figure its source contradicts" in out.stderr
+    assert "warning: skipped 16 trial(s): no model card for 'resnext101_32x4d' (make one with " \
+        "`profiler card --config CONFIG --save`" in out.stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from advisor.cli.app import app
-from advisor.cli.fit import EXCLUDE_SOFTWARE_OPTION
+from advisor.cli.fit import EXCLUDE_SOFTWARE_OPTION, warn_skipped
 from gpuadvisor.cli.output import FORMAT_OPTION_HELP, Format, emit, emit_json, fail_with
 from gpuadvisor.cli.settings import envvar
 
@@ -57,6 +57,7 @@ def evaluate(
                      ).to_dict()
     except GpuAdvisorError as exc:
         fail_with(exc)
+    warn_skipped(result["skipped"])
     if fmt is Format.json:
         emit_json(result)
         return

@@ -64,8 +64,7 @@ def fit(
                      exclude_software=exclude_software)
     except GpuAdvisorError as exc:
         fail_with(exc)
-    for reason, count in sorted(result.skipped.items()):
-        warn(f"skipped {count} trial(s): {flag_words(reason, parameters=['exclude_software'])}")
+    warn_skipped(result.skipped)
     summary = result.to_dict()
     if fmt is Format.json:
         emit_json(summary)
@@ -73,3 +72,11 @@ def fit(
     rows = [{"what": k, "value": v} for k, v in summary.items() if not isinstance(v, dict)]
     rows += [{"what": f"coefficient {k}", "value": v} for k, v in summary["coefficients"].items()]
     emit(rows, ["what", "value"], fmt, title=f"fitted -> {output}")
+
+
+def warn_skipped(skipped: dict[str, int]) -> None:
+    """One stderr line per reason the store's trials were left out (no card for a model, an
+    unknown GPU, a superseded stack), so that data someone imported is never dropped
+    silently."""
+    for reason, count in sorted(skipped.items()):
+        warn(f"skipped {count} trial(s): {flag_words(reason, parameters=['exclude_software'])}")
