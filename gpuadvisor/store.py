@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -222,19 +223,39 @@ class Store:
             raise StoreError(f"no measurement store at {self.path}; give the store a sweep "
                              "or an import wrote (`profiler sweep SPEC --store runs.db`)")
         self.readonly = readonly
-        try:
-            if readonly:
-                self._open_readonly(timeout_s)
-            else:
-                self._db = _connect(str(self.path), timeout_s)
-                self._check_identity()
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA foreign_keys=ON")
-                self._migrate()
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(
-                f"{self.path} is not a measurement store ({exc}); give another store file"
-            ) from None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if readonly:
+                    self._open_readonly(timeout_s)
+                else:
+                    self._open_for_writing(timeout_s)
+                return
+            except sqlite3.OperationalError as exc:
+                # Two sweeps creating one store at once: SQLite may refuse the switch to WAL
+                # with "locked" rather than wait; the other has finished in a moment.
+                self._close_quietly()
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise StoreError(f"{self.path} is not a measurement store ({exc}); give "
+                                     "another store file") from None
+                time.sleep(0.05)
+            except sqlite3.DatabaseError as exc:
+                self._close_quietly()
+                raise StoreError(
+                    f"{self.path} is not a measurement store ({exc}); give another store file"
+                ) from None
+
+    def _open_for_writing(self, timeout_s: float) -> None:
+        self._db = _connect(str(self.path), timeout_s)
+        self._check_identity()
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._migrate()
+
+    def _close_quietly(self) -> None:
+        db = getattr(self, "_db", None)
+        if db is not None:
+            db.close()
 
     def _open_readonly(self, timeout_s: float) -> None:
         """A read-only connection; a store older than this program is upgraded first when
@@ -256,9 +277,15 @@ class Store:
     def _check_identity(self) -> None:
         """Refuse a database that is not a measurement store: another application's id, or
         tables without this schema's version mark."""
-        app_id, version = self._application_id(), self.schema_version
-        tables = {row[0] for row in self._db.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")} - {"sqlite_sequence"}
+        # One read transaction: a store another process is creating is seen before or after
+        # its migration, never with its tables but not yet its version.
+        self._db.execute("BEGIN")
+        try:
+            app_id, version = self._application_id(), self.schema_version
+            tables = {row[0] for row in self._db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")} - {"sqlite_sequence"}
+        finally:
+            self._db.execute("COMMIT")
         foreign = app_id not in (0, APPLICATION_ID) or (version == 0 and tables) or (
             version > 0 and "trials" not in tables)
         if foreign:

@@ -262,3 +262,29 @@ def test_opening_a_current_store_writes_nothing(store, tmp_path):
         assert len(opened.rows("trials")) == 1
     assert digest(store) == before
     assert not store.with_name(store.name + "-wal").exists()
+
+
+def _open_new_store(path: str, results) -> None:
+    try:
+        with Store(path):
+            results.put("ok")
+    except StoreError as exc:
+        results.put(str(exc))
+
+
+def test_processes_creating_one_store_at_once_all_open_it(tmp_path):
+    """Two sweeps of one spec start together on a store that does not exist yet: each must
+    see it either before or after the other's migration (it was refused as 'not a measurement
+    store' when one read the version before, and the tables after, the other's commit)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    for attempt in range(20):
+        path, results = str(tmp_path / f"runs{attempt}.db"), context.Queue()
+        workers = [context.Process(target=_open_new_store, args=(path, results))
+                   for _ in range(3)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(60)
+        assert [results.get(timeout=10) for _ in workers] == ["ok"] * 3
