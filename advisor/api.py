@@ -263,11 +263,16 @@ def _cards_with(model: str | None, card: str | Path | None) -> tuple[dict, str]:
     return {**model_cards(), own["model"]: own}, own["model"]
 
 
+def rate_decimals(value: float) -> int:
+    """The decimals that show a rate to 3 significant digits (2 for 2.61, 0 for 528)."""
+    magnitude = math.floor(math.log10(abs(value))) if value and math.isfinite(value) else 0
+    return max(0, 2 - magnitude)
+
+
 def rounded_rate(value: float) -> float:
     """Samples a second to one decimal, and to at least 3 significant digits (an LLM's 2.61
     sequences a second, not 2.6)."""
-    magnitude = math.floor(math.log10(abs(value))) if value and math.isfinite(value) else 0
-    return round(value, max(1, 2 - magnitude))
+    return round(value, max(1, rate_decimals(value)))
 
 
 def describe(plans: Plans, row: int) -> dict:

@@ -101,14 +101,6 @@ def _datasheet(gpu_spec: Callable, name: str):
         return None
 
 
-def _has_datasheet(gpu_spec: Callable, name: str) -> bool:
-    try:
-        gpu_spec(name)
-    except KeyError:
-        return False
-    return True
-
-
 def enumerate_candidates(
     offerings: Mapping[str, np.ndarray],
     workload: Workload,
@@ -147,7 +139,8 @@ def enumerate_candidates(
         if unknown:
             # A GPU with a datasheet row but no offering (an RTX 3090, an A40) is not unknown:
             # neither cloud rents it.
-            unrented = [w for w in unknown if label == "GPU" and _has_datasheet(gpu_spec, w)]
+            unrented = [w for w in unknown
+                        if label == "GPU" and _datasheet(gpu_spec, w) is not None]
             what = (f"GPU {', '.join(unrented)} is not rented by GCP or AWS in the price catalog"
                     if unrented == unknown else f"unknown {label} {', '.join(unknown)}")
             raise CandidateError(f"{what}; the catalog has: {', '.join(known)}", parameter)

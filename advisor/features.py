@@ -101,7 +101,11 @@ def model_features(store_models: Iterable[Mapping[str, Any]] = ()) -> dict[str, 
 def gpu_features(gpu: str) -> dict[str, float]:
     from cloud.gpus import gpu_spec
 
-    spec = gpu_spec(gpu)
+    return spec_features(gpu_spec(gpu))
+
+
+def spec_features(spec) -> dict[str, float]:
+    """The GPU features of a datasheet row (cloud.gpus.GpuSpec)."""
     return {
         "gpu_fp32_tflops": spec.fp32_tflops,
         "gpu_tensor_tflops": spec.tensor_tflops or 0.0,
@@ -113,13 +117,6 @@ def gpu_features(gpu: str) -> dict[str, float]:
                                                        spec.boost_clock_mhz),
         "gpu_fp32_issue_fraction": fp32_issue_fraction(spec.architecture),
     }
-
-
-def canonical_gpu(gpu: str) -> str:
-    """The datasheet name (gpus.csv) of the one GPU `gpu` stands for; KeyError otherwise."""
-    from cloud.gpus import gpu_spec
-
-    return gpu_spec(gpu).gpu
 
 
 def gpu_link_gb_s(gpu: str, interconnect: str | None) -> float:
@@ -175,16 +172,17 @@ def configuration_features(
     for key in PER_SAMPLE_KEYS:
         out[key] = out[key] * scale
 
+    from cloud.gpus import gpu_spec
+
     gpu_names, gpu_index = np.unique(gpu, return_inverse=True)
-    specs = []
-    for name in gpu_names:
-        try:
-            specs.append(gpu_features(name))
-        except KeyError as exc:
-            raise FeatureError(exc.args[0]) from None
+    try:
+        rows = [gpu_spec(name) for name in gpu_names]
+    except KeyError as exc:
+        raise FeatureError(exc.args[0]) from None
+    specs = [spec_features(row) for row in rows]
     # One name per GPU (a driver's 'NVIDIA H100 80GB HBM3' is H100-80GB), so that a GPU's
     # rows group together whatever name their source gave it.
-    gpu_names = np.array([canonical_gpu(name) for name in gpu_names], dtype=str)
+    gpu_names = np.array([row.gpu for row in rows], dtype=str)
     out["gpu"] = gpu_names[gpu_index.reshape(-1)]
     for key in GPU_KEYS:
         out[key] = np.array([spec[key] for spec in specs], dtype=float)[gpu_index]

@@ -31,6 +31,7 @@ from advisor.artifact import (
 )
 from advisor.errors import AdvisorError
 from advisor.features import model_features, take, trial_features
+from advisor.importers.published import is_suspect
 from gpuadvisor import data
 from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL, is_published
 
@@ -117,8 +118,7 @@ def throughput_data(store, include_published: bool = True, exclude_software=()):
     trials = store.query(sql)
     if not include_published:
         trials = [t for t in trials if not is_published(t["source"])]
-    suspect = [isinstance(t.get("extra"), dict) and bool(t["extra"].get("suspect"))
-               for t in trials]
+    suspect = [is_suspect(t) for t in trials]
     trials = [t for t, drop in zip(trials, suspect) if not drop]
     superseded = [any(text in json.dumps(t["software"]) for text in exclude_software)
                   for t in trials]

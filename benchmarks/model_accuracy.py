@@ -102,14 +102,14 @@ def cmdare(tmp: Path) -> None:
 
 
 def published(tmp: Path) -> None:
-    from advisor.importers.published import import_published
+    from advisor.importers.published import import_published, is_suspect
 
     print("Published figures (datasets/published_throughput.csv, zoo models only):")
     store = tmp / "published.db"
     with Store(store) as db:
         import_published(db)
         trials = [t for t in db.query("SELECT * FROM trials WHERE source = 'published'")
-                  if not t["extra"].get("suspect")]  # as throughput_data leaves them out
+                  if not is_suspect(t)]  # as throughput_data leaves them out
         features, kept, skipped = trial_features(trials, model_features(db.rows("models")))
     if not kept:
         print(f"  skipped: no model cards for the published models ({skipped})")

@@ -231,19 +231,15 @@ class Store:
                 else:
                     self._open_for_writing(timeout_s)
                 return
-            except sqlite3.OperationalError as exc:
+            except sqlite3.DatabaseError as exc:
+                self._close_quietly()
                 # Two sweeps creating one store at once: SQLite may refuse the switch to WAL
                 # with "locked" rather than wait; the other has finished in a moment.
-                self._close_quietly()
-                if "locked" not in str(exc) or time.monotonic() > deadline:
+                locked = isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+                if not locked or time.monotonic() > deadline:
                     raise StoreError(f"{self.path} is not a measurement store ({exc}); give "
                                      "another store file") from None
                 time.sleep(0.05)
-            except sqlite3.DatabaseError as exc:
-                self._close_quietly()
-                raise StoreError(
-                    f"{self.path} is not a measurement store ({exc}); give another store file"
-                ) from None
 
     def _open_for_writing(self, timeout_s: float) -> None:
         self._db = _connect(str(self.path), timeout_s)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cloud.gpus import gpu_specs
+from cloud.gpus import gpu_spec
 from cloud.provider import (
     ClusterSpec,
     Node,
@@ -30,7 +30,6 @@ from cloud.provider import (
     ProviderEvent,
 )
 from gpuadvisor.errors import GpuAdvisorError
-from gpuadvisor.gpus import gpu_matches
 from gpuadvisor.records import make as make_record
 from gpuadvisor.store import Store, StoreError, StoreWriteError, now_iso
 from profiler import ingest
@@ -498,8 +497,10 @@ def _gpu_type(result: dict | None) -> str | None:
     device = (result or {}).get("device")
     if device in (None, "cpu"):
         return None
-    matches = gpu_matches(device, gpu_specs())
-    return matches[0] if len(matches) == 1 else device
+    try:
+        return gpu_spec(device).gpu
+    except KeyError:
+        return device
 
 
 def _params(model: str) -> int | None:

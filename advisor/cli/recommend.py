@@ -4,7 +4,6 @@ scikit-learn or cloud SDK on this path."""
 
 from __future__ import annotations
 
-import math
 import sys
 from enum import Enum
 from pathlib import Path
@@ -384,6 +383,8 @@ def _overhead_lines(overheads: dict | None, spot: bool, format_duration) -> list
 
 def _rate(samples_per_s: float) -> str:
     """Samples a second to 3 significant digits below 100 (an LLM's 8.00 sequences/s)."""
+    from advisor.api import rate_decimals
+
     if samples_per_s >= 100 or samples_per_s <= 0:
         return f"{samples_per_s:,.0f}"
-    return f"{samples_per_s:.{max(0, 2 - math.floor(math.log10(samples_per_s)))}f}"
+    return f"{samples_per_s:.{rate_decimals(samples_per_s)}f}"

@@ -73,11 +73,11 @@ SAMPLE_UNITS = ("img/s", "images/s", "samples/s", "seq/s", "sequences/s")
 TOKEN_UNITS = ("tok/s", "tokens/s")
 
 
-def samples_per_second(row: dict[str, str], seq_len: int | None, card: str | None) -> float:
-    """The row's throughput in samples a second: tokens a second over the tokens of a sequence
-    (the workload's, `seq_len`); ValueError for another unit, or tokens a second of a model
-    that has a card but no sequence length (which no card could price)."""
-    value = _positive(row["throughput"], "throughput")
+def samples_per_second(row: dict[str, str], value: float, seq_len: int | None,
+                       card: str | None) -> float:
+    """The row's throughput `value` in samples a second: tokens a second over the tokens of a
+    sequence (the workload's, `seq_len`); ValueError for another unit, or tokens a second of
+    a model that has a card but no sequence length (which no card could price)."""
     unit = row["unit"].strip().lower()
     if unit in SAMPLE_UNITS:
         return value
@@ -163,9 +163,10 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
     if seq_len != max_seq_len:
         extra["max_seq_len"] = max_seq_len
     card = matched_card(row, load_cards() if cards is None else cards)
-    throughput = samples_per_second(row, seq_len, card)
-    if row["unit"].strip().lower() in TOKEN_UNITS and seq_len:
-        extra["throughput_as_published"] = _positive(row["throughput"], "throughput")
+    published = _positive(row["throughput"], "throughput")
+    throughput = samples_per_second(row, published, seq_len, card)
+    if throughput != published:  # tokens a second, as sequences
+        extra["throughput_as_published"] = published
     return {
         "trial_key": trial_key(row),
         "sweep": "published",
@@ -225,6 +226,12 @@ def load_published(path: Path | None = None) -> list[dict[str, Any]]:
         except (ValueError, KeyError) as exc:
             raise ImportDataError(f"{path.name} line {line}: {exc}") from None
     return trials
+
+
+def is_suspect(trial: dict[str, Any]) -> bool:
+    """A stored trial whose figure its own source contradicts (`extra.suspect`)."""
+    extra = trial.get("extra")
+    return isinstance(extra, dict) and bool(extra.get("suspect"))
 
 
 def published_source(name: str | None) -> str:
