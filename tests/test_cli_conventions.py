@@ -224,3 +224,26 @@ def test_verbose_after_the_command_is_pointed_before_it(capsys):
     assert run("advisor", "recommend", "-v", "--model", "resnet50") == 2
     assert capsys.readouterr().err == (
         "error: no such option: -v (it goes before the command: advisor -v recommend ...)\n")
+
+
+@pytest.mark.parametrize(("app", "command"), [("advisor", "evaluate"), ("advisor", "recommend"),
+                                              ("profiler", "sweep")])
+def test_help_paragraphs_flow_to_the_terminal_width(app, command, monkeypatch, capsys):
+    """A docstring's line breaks are the source's, not the reader's: at 80 columns a paragraph
+    is wrapped at 80, never cut short where the source line ended. Examples keep their lines."""
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TERMINAL_WIDTH", "80")
+    assert run(app, command, "--help") == 0
+    description = capsys.readouterr().out.split("╭")[0].splitlines()
+    paragraphs, current = [], []
+    for line in description + [""]:
+        if line.strip():
+            current.append(line.rstrip())
+        elif current:
+            paragraphs.append(current)
+            current = []
+    prose = [lines for lines in paragraphs if len(lines) >= 3
+             and not lines[0].lstrip().startswith((f"{app} ", "Usage:"))]
+    assert prose
+    for lines in prose:
+        assert all(len(line) >= 60 for line in lines[:-1]), lines

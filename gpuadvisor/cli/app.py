@@ -27,7 +27,9 @@ DISTRIBUTION = "gpu-advisor"
 def make_app(name: str, help: str) -> typer.Typer:
     """A Typer app whose root takes --version and -v/--verbose; typer adds
     --install-completion and --show-completion."""
-    app = typer.Typer(name=name, help=help, no_args_is_help=True,
+    # Markdown: a docstring's paragraphs reflow to the reader's terminal (rich mode keeps the
+    # source's line breaks, cutting lines short at 80 columns); indented examples stay as typed.
+    app = typer.Typer(name=name, help=help, no_args_is_help=True, rich_markup_mode="markdown",
                       pretty_exceptions_enable=False)
 
     def print_version(value: bool) -> None:
