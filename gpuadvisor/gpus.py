@@ -12,9 +12,9 @@
 - GCP's accelerator types, `nvidia-` and `nvidia-tesla-` before either form
   (`nvidia-tesla-t4`, `nvidia-a100-80gb`, `nvidia-l4`);
 - the marketing name with its spaces or dashes, where no name or family matched: `RTX 3090`,
-  `rtx-a6000`, `RTX 6000 Ada` and `Titan RTX` are RTX3090, RTXA6000, RTX6000Ada and TitanRTX
-  (canonical names of workstation and desktop cards carry no dash, so that `RTX` is not a
-  family);
+  `rtx-a6000` (or `A6000`), `RTX 6000 Ada` and `Titan RTX` are RTX3090, RTXA6000, RTX6000Ada
+  and TitanRTX (canonical names of workstation and desktop cards carry no dash, so that `RTX`
+  is not a family);
 - the device name the driver reports (`torch.cuda.get_device_name()`, `nvidia-smi`), as
   profiled runs and other people's benchmark tables record it: `Tesla V100-SXM2-32GB`,
   `NVIDIA A100-SXM4-40GB`, `NVIDIA H100 80GB HBM3`, `NVIDIA GeForce RTX 3090`. Vendor and
@@ -42,6 +42,7 @@ MEMORY_WORD = re.compile(r"^(\d+)gb$")
 FORM_WORDS = {"sxm": "sxm", "sxm2": "sxm", "sxm3": "sxm", "sxm4": "sxm", "sxm5": "sxm",
               "pcie": "pcie", "nvl": "pcie"}  # H100/H200 NVL: PCIe cards bridged in pairs
 MEMORY_TYPE = re.compile(r"^(hbm\w*|gddr\w*)$")  # "H100 80GB HBM3": the memory's kind
+RTX_A_SERIES = re.compile(r"a\d{4}")  # NVIDIA's Ampere workstation cards, RTX A2000-A6000
 
 
 def family(name: str) -> str:
@@ -73,6 +74,8 @@ def _device_matches(text: str, known: Iterable[str] | Mapping[str, Any]) -> tupl
     core = "".join(w for w in words if not MEMORY_WORD.match(w) and w not in FORM_WORDS)
     if not core:
         return ()
+    if RTX_A_SERIES.fullmatch(core):  # 'A6000' is the RTX A6000, as benchmark tables write it
+        core = "rtx" + core
     names = tuple(known)
     rows = known if isinstance(known, Mapping) else {}
     # A form factor that is part of a name (P100SXM2, the DGX-1's P100; A100PCIe-80GB) names
