@@ -18,7 +18,7 @@ belong. A training step of one worker then costs
       + a_conv_fp32, a_conv_tensor, a_conv_tf32: the same sums over the dense convolutions
       + a_unsplit_fp32, a_unsplit_tensor, a_unsplit_tf32: the same sums over the FLOPs of a
         card without the operator split, at the datasheet peak (the whole model's efficiency)
-      + a_grouped * sum t_c over grouped/depthwise convolutions, whichever side binds
+      + a_grouped * sum t_c over depthwise convolutions, whichever side binds
       + a_mem * (sum B_c*b + step bytes + optimizer bytes) / BW_mem   (memory-bound classes;
                       the optimizer's once per optimizer step, on its shard under FSDP)
       + a_fixed                                                  (framework, input)
@@ -101,13 +101,14 @@ PRIOR = {
 }
 # Efficiency of each operator class relative to a large matrix product on the same unit,
 # stated a priori: cuDNN's implicit-GEMM convolutions reach about 70% of what cuBLAS does on
-# an equal GEMM (layout transforms, small spatial tiles), depthwise/grouped convolutions a
-# quarter (no reuse to feed the units), fused attention kernels about 60% (softmax between
+# an equal GEMM (layout transforms, small spatial tiles), depthwise convolutions a quarter
+# (no reuse to feed the units), fused attention kernels about 60% (softmax between
 # two GEMMs); normalisation and element-wise work is memory-bound on every GPU.
 RELATIVE_EFFICIENCY = {"matmul": 1.0, "conv": 0.7, "grouped_conv": 0.25, "attention": 0.6,
                        "norm": 1.0, "other": 1.0}
 TENSOR_CLASSES = ("matmul", "conv", "attention")  # what cuBLAS/cuDNN run on tensor cores
-# Grouped and depthwise convolutions get a term of their own, compute- or memory-bound: their
+# Depthwise convolutions (one input channel a group; ResNeXt's wider groups are implicit GEMMs,
+# `conv`: profiler/operators.py) get a term of their own, compute- or memory-bound: their
 # kernels fall short of both rooflines by a margin of their own (depthwise layers "cannot fully
 # utilize modern accelerators", Tan & Le, EfficientNetV2, ICML 2021), so what a depthwise
 # net's rows teach must not move the dense convolutions' or the element-wise kernels' terms.
@@ -314,7 +315,7 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
     """Seconds at full efficiency, per row, of the compute-bound work of the GEMM-like and of
     the dense convolution classes on FP32 cores, 16-bit tensor cores and TF32 tensor cores
     (`compute_fp32`, `compute_tensor`, `compute_tf32`, `conv_fp32`, `conv_tensor`, `conv_tf32`),
-    of a card without the split at the unit's peak (`unsplit_*`), of the grouped convolutions
+    of a card without the split at the unit's peak (`unsplit_*`), of the depthwise convolutions
     whichever side binds (`grouped_conv`) and of the memory-bound traffic (`memory`); each
     class binds where its prior time is longer."""
     batch = _arr(features, "batch_per_gpu")

@@ -15,7 +15,10 @@ each class's time at max(FLOPs / peak of its unit, bytes / memory bandwidth) on 
 - `conv`: dense convolutions (groups = 1), which cuDNN runs as implicit GEMMs; the FLOPs of
   those with 3x3 kernels at stride 1 are also counted apart (`winograd_flops_per_sample`):
   on the FP32 cores cuDNN runs them with Winograd's algorithm, which needs fewer multiplies;
-- `grouped_conv`: depthwise and grouped convolutions, which tensor cores barely help;
+- `grouped_conv`: depthwise convolutions (one input channel a group: MobileNet's, EfficientNet's,
+  ConvNeXt's), which tensor cores barely help; a grouped convolution whose groups read several
+  channels each (ResNeXt's 32 groups of 4 to 32) runs as a small implicit GEMM per group, and
+  counts as `conv`;
 - `attention`: fused scaled-dot-product attention kernels, at the FLOPs they execute: a causal
   kernel (FlashAttention's, PyTorch's memory-efficient one) skips the key blocks above the
   diagonal, so a decoder's attention does about half the work FLOP formulas (and MFU, and
@@ -56,7 +59,9 @@ def operator_class(name: str, args) -> str:
         return "matmul"
     if name in _CONV:
         groups = args[_GROUPS_ARG[name]] if len(args) > _GROUPS_ARG[name] else 1
-        return "conv" if groups == 1 else "grouped_conv"
+        weight = args[_WEIGHT_ARG[name]] if len(args) > _WEIGHT_ARG[name] else None
+        per_group = getattr(weight, "shape", (0, 1))[1]  # input channels each group reads
+        return "conv" if groups == 1 or per_group > 1 else "grouped_conv"
     if name.startswith(_ATTENTION_PREFIXES):
         return "attention"
     if "norm" in name:

@@ -36,7 +36,8 @@ class UnknownModelError(GpuAdvisorError, KeyError):
 @dataclass(frozen=True)
 class ZooEntry:
     name: str
-    family: str  # resnet | vit | bert | gpt2 | llama | convnext | mobilenet_v2 | efficientnet
+    family: str  # resnet | resnext | vit | bert | gpt2 | llama | convnext | mobilenet_v2 |
+    # efficientnet
     task: str  # image | text
     dataset: str
     samples_per_epoch: int
@@ -45,7 +46,7 @@ class ZooEntry:
     seq_len: int | None
     batch_per_gpu: int  # per GPU
     reference: str  # where the workload comes from
-    config: dict[str, Any]  # transformers config arguments
+    config: dict[str, Any]  # transformers config arguments (TORCH_BUILT: the module's)
 
 
 def _image(name, family, epochs, batch, reference, config, image_size=224) -> ZooEntry:
@@ -58,6 +59,15 @@ def _resnet(name, layer_type, depths, batch) -> ZooEntry:
     return _image(name, "resnet", 90, batch, "torchvision / NVIDIA DeepLearningExamples "
                   "ResNet recipe: 90 epochs", {"layer_type": layer_type, "depths": depths,
                                                 "hidden_sizes": hidden})
+
+
+def _resnext(name, squeeze_excitation, batch) -> ZooEntry:
+    """ResNeXt101-32x4d, plain or with squeeze-and-excitation, as NVIDIA's
+    DeepLearningExamples ConvNets define and train it (profiler/zoo_convnets.py)."""
+    return _image(name, "resnext", 90, batch, "NVIDIA DeepLearningExamples PyTorch ConvNets "
+                  "ResNeXt101-32x4d / SE-ResNeXt101-32x4d recipe: 90 epochs",
+                  {"depths": [3, 4, 23, 3], "groups": 32, "width_per_group": 4,
+                   "squeeze_excitation": squeeze_excitation})
 
 
 def _vit(name, hidden, layers, heads, batch) -> ZooEntry:
@@ -103,6 +113,8 @@ ZOO: dict[str, ZooEntry] = {
         _resnet("resnet50", "bottleneck", [3, 4, 6, 3], 256),
         _resnet("resnet101", "bottleneck", [3, 4, 23, 3], 128),
         _resnet("resnet152", "bottleneck", [3, 8, 36, 3], 128),
+        _resnext("resnext101_32x4d", False, 128),
+        _resnext("se_resnext101_32x4d", True, 128),
         _vit("vit_b16", 768, 12, 12, 128),
         _vit("vit_l16", 1024, 24, 16, 64),
         _bert("bert_base", 768, 12, 12, 32),
@@ -148,6 +160,10 @@ _CLASSES = {
     "gpt2": ("GPT2Config", "GPT2LMHeadModel"),
     "llama": ("LlamaConfig", "LlamaForCausalLM"),
 }
+
+
+# Families transformers has no class for, built from torch.nn (profiler/zoo_convnets.py).
+TORCH_BUILT = {"resnext": "ResNeXt"}
 
 
 def names() -> list[str]:
@@ -201,6 +217,12 @@ def build_model(name: str, image_size: int | None = None, seq_len: int | None = 
     """A freshly initialised torch model, in training mode, on the current default device
     (build under `torch.device("meta")` to get shapes without memory)."""
     entry = resolve(name)
+    if entry.family in TORCH_BUILT:  # convolutions: any image size, nothing to configure
+        from profiler import zoo_convnets
+
+        model = getattr(zoo_convnets, TORCH_BUILT[entry.family])(**entry.config)
+        model.train()
+        return model
     config = build_config(name, image_size, seq_len)
     model_cls = getattr(_transformers(), _CLASSES[entry.family][1])
     model = model_cls(config)

@@ -11,6 +11,12 @@ def test_operator_classes_by_name_and_groups():
     assert operator_class("convolution", (*conv, 1)) == "conv"
     assert operator_class("convolution", (*conv, 32)) == "grouped_conv"
     assert operator_class("convolution_backward", (*conv, None, 32, None)) == "grouped_conv"
+    # a depthwise weight reads one channel a group; ResNeXt's groups read several: a GEMM each
+    depthwise, cardinal = torch.empty(64, 1, 3, 3, device="meta"), torch.empty(64, 4, 3, 3,
+                                                                                device="meta")
+    assert operator_class("convolution", (None, depthwise, *conv[2:], 64)) == "grouped_conv"
+    assert operator_class("convolution", (None, cardinal, *conv[2:], 16)) == "conv"
+    assert operator_class("convolution_backward", (None, None, cardinal, *conv[3:], 16)) == "conv"
     assert operator_class("_scaled_dot_product_efficient_attention", ()) == "attention"
     assert operator_class("native_layer_norm_backward", ()) == "norm"
     assert operator_class("relu", ()) == "other"

@@ -47,6 +47,32 @@ def test_parameter_count_matches_reference_implementation(name):
     assert count(model) == REFERENCE_PARAMS[name]
 
 
+# ResNeXt-101 (32x4d): 44.2M parameters (Xie et al., CVPR 2017, "Aggregated Residual
+# Transformations"); SE-ResNeXt-101 (32x4d): 49.0M (Hu et al., "Squeeze-and-Excitation
+# Networks", TPAMI, Table 2), to their rounding.
+PAPER_PARAMS = {"resnext101_32x4d": 44.2e6, "se_resnext101_32x4d": 49.0e6}
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_PARAMS))
+def test_torch_built_convnets_have_their_papers_parameter_counts(name):
+    with torch.device("meta"):
+        model = zoo.build_model(name)
+    assert count(model) == pytest.approx(PAPER_PARAMS[name], rel=0.002)
+
+
+def test_a_torch_built_convnet_trains_and_traces_like_the_others():
+    from profiler.operators import operator_split
+
+    model = zoo.build_model("se_resnext101_32x4d")
+    batch = zoo.synthetic_batch("se_resnext101_32x4d", 2, "cpu", image_size=32)
+    loss = zoo.loss("se_resnext101_32x4d", model, batch)
+    loss.backward()
+    assert loss.ndim == 0 and model.classifier.weight.grad is not None
+    split = operator_split("resnext101_32x4d")
+    # every 3x3 convolution is grouped (32 groups): none is dense, so none is Winograd's
+    assert split["grouped_conv_flops_per_sample"] > 0 and split["winograd_flops_per_sample"] == 0
+
+
 def test_entries_are_complete():
     for entry in zoo.ZOO.values():
         assert entry.task in ("image", "text")

@@ -1,0 +1,75 @@
+"""Convolution nets the zoo needs that transformers has no class for: ResNeXt and SE-ResNeXt
+(Xie et al., CVPR 2017; Hu et al., CVPR 2018) as NVIDIA's DeepLearningExamples ConvNets train
+them, whose published figures datasets/published_throughput.csv holds. The ResNet v1.5
+layout (the stride in the 3x3 convolution), 3x3 convolutions in `groups` groups of
+`width_per_group` channels doubling each stage, and, with squeeze-and-excitation, a gate on
+each block's output before the residual sum (channels / 16 wide).
+
+Built from torch.nn the way torchvision builds its ResNeXts (torchvision is not a dependency);
+the forward pass takes `pixel_values` and `labels` and returns `.loss` and `.logits` like a
+transformers image classifier, so that the zoo traces and trains them as it does the others.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+from torch import nn
+
+EXPANSION = 4  # a bottleneck's output is 4x the width of a ResNet's 3x3 convolution
+SE_REDUCTION = 16  # squeeze-and-excitation: the gate's hidden width is channels / 16
+STAGE_WIDTHS = (64, 128, 256, 512)  # a ResNet's bottleneck widths; outputs are 4x these
+
+
+class SqueezeExcitation(nn.Module):
+    """Global average pool, two 1x1 layers, a sigmoid gate per channel."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.squeeze = nn.Conv2d(channels, channels // SE_REDUCTION, 1)
+        self.expand = nn.Conv2d(channels // SE_REDUCTION, channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate = self.expand(torch.relu(self.squeeze(x.mean((2, 3), keepdim=True))))
+        return x * torch.sigmoid(gate)
+
+
+class Bottleneck(nn.Module):
+    def __init__(self, inputs: int, width: int, outputs: int, stride: int, groups: int,
+                 squeeze_excitation: bool):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(inputs, width, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+            nn.Conv2d(width, width, 3, stride, 1, groups=groups, bias=False),
+            nn.BatchNorm2d(width), nn.ReLU(),
+            nn.Conv2d(width, outputs, 1, bias=False), nn.BatchNorm2d(outputs),
+            *([SqueezeExcitation(outputs)] if squeeze_excitation else []))
+        self.shortcut = nn.Identity() if stride == 1 and inputs == outputs else nn.Sequential(
+            nn.Conv2d(inputs, outputs, 1, stride, bias=False), nn.BatchNorm2d(outputs))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.body(x) + self.shortcut(x))
+
+
+class ResNeXt(nn.Module):
+    def __init__(self, depths: list[int], groups: int, width_per_group: int,
+                 squeeze_excitation: bool = False, num_labels: int = 1000):
+        super().__init__()
+        layers: list[nn.Module] = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64),
+                                   nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+        inputs = 64
+        for stage, (depth, base) in enumerate(zip(depths, STAGE_WIDTHS)):
+            width = groups * width_per_group * base // 64
+            for block in range(depth):
+                stride = 2 if stage > 0 and block == 0 else 1
+                layers.append(Bottleneck(inputs, width, base * EXPANSION, stride, groups,
+                                         squeeze_excitation))
+                inputs = base * EXPANSION
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(inputs, num_labels)
+
+    def forward(self, pixel_values: torch.Tensor, labels: torch.Tensor | None = None):
+        logits = self.classifier(self.features(pixel_values).mean((2, 3)))
+        loss = None if labels is None else nn.functional.cross_entropy(logits, labels)
+        return SimpleNamespace(loss=loss, logits=logits)
