@@ -105,6 +105,19 @@ def _llama(name, params, batch, reference, config) -> ZooEntry:
                               "hidden_act": "silu", "rms_norm_eps": 1e-5, **config})
 
 
+EFFICIENTNET_B0 = {"width_coefficient": 1.0, "depth_coefficient": 1.0, "hidden_dim": 1280,
+                   "dropout_rate": 0.2}
+EFFICIENTNET_B4 = {"width_coefficient": 1.4, "depth_coefficient": 1.8, "hidden_dim": 1792,
+                   "dropout_rate": 0.4, "image_size": 380}
+# NVIDIA's EfficientNet-WideSE (DeepLearningExamples ConvNets `widese_mbconv`): each block's
+# squeeze-and-excitation is a quarter of its expanded width, not of its input's. transformers
+# sizes it from the input (`squeeze_expansion_ratio` x input channels), so 0.25 x the blocks'
+# expansion of 6 gives the same width in every block but the first stage's (expansion 1),
+# whose tiny gate is then 6x wider than NVIDIA's (a few thousand parameters).
+WIDESE_RATIO = 0.25 * 6
+WIDESE = ("NVIDIA DeepLearningExamples EfficientNet-WideSE recipe (the EfficientNet schedule: "
+          "350 epochs); squeeze-and-excitation a quarter of each block's expanded width")
+
 ZOO: dict[str, ZooEntry] = {
     e.name: e
     for e in [
@@ -138,14 +151,14 @@ ZOO: dict[str, ZooEntry] = {
                "epochs, batch 32 per GPU on 8 GPUs", {"depth_multiplier": 1.0,
                                                       "tf_padding": False}),
         _image("efficientnet_b0", "efficientnet", 350, 128, "EfficientNet (Tan & Le 2019): "
-               "350 epochs, batch 4096", {"width_coefficient": 1.0, "depth_coefficient": 1.0,
-                                          "hidden_dim": 1280, "dropout_rate": 0.2}),
+               "350 epochs, batch 4096", EFFICIENTNET_B0),
         _image("efficientnet_b4", "efficientnet", 350, 64, "EfficientNet (Tan & Le 2019): "
                "350 epochs, batch 4096; B4 scaling (width 1.4, depth 1.8, 380 px) as in "
-               "google/efficientnet-b4's config", {"width_coefficient": 1.4,
-                                                   "depth_coefficient": 1.8,
-                                                   "hidden_dim": 1792, "dropout_rate": 0.4,
-                                                   "image_size": 380}, image_size=380),
+               "google/efficientnet-b4's config", EFFICIENTNET_B4, image_size=380),
+        _image("efficientnet_widese_b0", "efficientnet", 350, 128, WIDESE,
+               {**EFFICIENTNET_B0, "squeeze_expansion_ratio": WIDESE_RATIO}),
+        _image("efficientnet_widese_b4", "efficientnet", 350, 64, WIDESE,
+               {**EFFICIENTNET_B4, "squeeze_expansion_ratio": WIDESE_RATIO}, image_size=380),
     ]
 }
 

@@ -247,5 +247,5 @@ def test_evaluate_says_on_stderr_which_trials_it_left_out_and_why(tmp_path):
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["skipped"]["figure its source contradicts (notes: SUSPECT)"] == 8
     assert "warning: skipped 8 trial(s): figure its source contradicts" in out.stderr
-    assert "warning: skipped 16 trial(s): no model card for 'resnext101_32x4d' (make one with " \
+    assert "warning: skipped 21 trial(s): no model card for 'ssd300' (make one with " \
         "`profiler card --config CONFIG --save`" in out.stderr

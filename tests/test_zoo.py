@@ -69,8 +69,22 @@ def test_a_torch_built_convnet_trains_and_traces_like_the_others():
     loss.backward()
     assert loss.ndim == 0 and model.classifier.weight.grad is not None
     split = operator_split("resnext101_32x4d")
-    # every 3x3 convolution is grouped (32 groups): none is dense, so none is Winograd's
-    assert split["grouped_conv_flops_per_sample"] > 0 and split["winograd_flops_per_sample"] == 0
+    # every 3x3 convolution is grouped (32 groups of 4 to 32 channels): implicit GEMMs, not
+    # depthwise ones, and not Winograd's (cuDNN's Winograd takes dense convolutions only)
+    assert split["grouped_conv_flops_per_sample"] == 0 and split["winograd_flops_per_sample"] == 0
+    assert split["conv_flops_per_sample"] > 0
+
+
+def test_widese_gates_are_a_quarter_of_each_block_s_expanded_width():
+    """NVIDIA's EfficientNet-WideSE: the squeeze-and-excitation of a block that expands its
+    input 6x is a quarter of the expanded width (1.5x the input), not a quarter of the input."""
+    with torch.device("meta"):
+        plain, wide = (zoo.build_model(n) for n in ("efficientnet_b0", "efficientnet_widese_b0"))
+    for model, share in ((plain, 0.25 / 6), (wide, 0.25)):
+        gates = [m for m in model.modules() if type(m).__name__.endswith("SqueezeExciteLayer")]
+        first, expanded = gates[0], gates[1:]  # the first stage does not expand (ratio 1)
+        assert first.dim == 32 and all(g.dim > 6 * 15 for g in expanded)
+        assert all(g.dim_se == int(g.dim * share) for g in expanded), model
 
 
 def test_entries_are_complete():
