@@ -20,7 +20,7 @@ def main() -> None:
     cards = load_cards()
     with open(data.find("published_batches.csv"), newline="") as handle:
         rows = list(csv.DictReader(handle))
-    print(f"{'model':<11} {'gpu':<10} {'prec':<5} {'input':>5} {'usable MiB':>10} "
+    print(f"{'model':<22} {'gpu':<10} {'prec':<5} {'input':>5} {'usable MiB':>10} "
           f"{'published':>9} {'estimated max':>13} {'ratio':>6}  at limit")
     for row in rows:
         card = cards[row["model"]]
@@ -33,7 +33,7 @@ def main() -> None:
         usable = gpu_spec(row["gpu"]).memory_mib
         largest = int(largest_micro_batch(model, NONE, usable))
         batch = int(row["batch_per_gpu"])
-        print(f"{row['model']:<11} {row['gpu']:<10} {row['precision']:<5} {size:>5} "
+        print(f"{row['model']:<22} {row['gpu']:<10} {row['precision']:<5} {size:>5} "
               f"{usable:>10,.0f} {batch:>9} {largest:>13} {largest / batch:>6.2f}  "
               f"{row['at_limit']}")
 
