@@ -174,6 +174,7 @@ class Artifact:
                               np.where(interpolated, "interpolated", "extrapolated"))
         lo, hi = _interval(spec["calibration"], value, provenance)
         lo, hi = _widen_where_novel(spec, features, provenance, value, lo, hi)
+        lo, hi = _widen_for_unseen_stacks(spec, features, value, lo, hi)
         # Nothing runs faster than its GPUs' peak: a physical bound on any interval.
         bound = physics.peak_throughput(features)
         value, hi = np.minimum(value, bound), np.minimum(hi, bound)
@@ -375,6 +376,28 @@ def _software_effect(spec: dict, stack: str) -> float:
     if stack in stacks:
         return stacks[stack]
     return spec.get("framework_effects", {}).get(framework(stack), 0.0)
+
+
+def _widen_for_unseen_stacks(spec: dict, features: dict, value, lo, hi):
+    """A row measured by a software stack the fit never saw (`advisor evaluate` on another
+    source) is predicted with its framework's effect, or the reference stack's: its own effect
+    is a draw from the stacks' spread (`software_spread`), added in quadrature to the
+    interval's, from the spread of stacks around their framework's effect where that is
+    known, else around the reference."""
+    spread = spec.get("software_spread")
+    if "software" not in features or not spread:
+        return lo, hi
+    names, codes = physics.factorize(features["software"])
+    seen = {name.lower() for name in spec.get("software_effects", {})}
+    frameworks = spec.get("framework_effects", {})
+    q = np.array([0.0 if name in seen or name in ("", "0")
+                  else spread["within_framework" if framework(name) in frameworks else "any"]
+                  for name in names], dtype=float)[codes]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        below = np.sqrt(np.log(value / lo) ** 2 + q ** 2)
+        above = np.sqrt(np.log(hi / value) ** 2 + q ** 2)
+    return (np.where(q > 0, value * np.exp(-below), lo),
+            np.where(q > 0, value * np.exp(above), hi))
 
 
 def _widen_where_novel(spec: dict, features: dict, provenance: np.ndarray, value, lo, hi):

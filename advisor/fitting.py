@@ -251,6 +251,7 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
                            method="trf", x_scale=1.0).x
     coefficients = {t: float(v) for t, v in zip(physics.TERMS, np.exp(params[:terms]))}
     offsets = stack_offsets(params)
+    shared = params[terms + stacks:]
     residual = log_seconds - offsets[stack] - np.log(physics.step_time(features, coefficients))
     return {"coefficients": coefficients, "correction": fit_correction(features, residual),
             # Effects on throughput (the negated step-time offsets), per stack (its framework's
@@ -260,8 +261,28 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
             "software_effects": {str(name): float(-o) for name, o in zip(stack_names, offsets)
                                  if stacks},
             "framework_effects": {str(name): float(-o) for i, (name, o) in
-                                  enumerate(zip(framework_names, params[terms + stacks:]))
-                                  if np.sum(framework_of_stack == i) >= 2}}
+                                  enumerate(zip(framework_names, shared))
+                                  if np.sum(framework_of_stack == i) >= 2},
+            "software_spread": software_effect_spread(offsets, shared, framework_of_stack)}
+
+
+def software_effect_spread(offsets: np.ndarray, shared: np.ndarray,
+                           framework_of_stack: np.ndarray) -> dict[str, float]:
+    """How far an unseen stack's effect may lie (log throughput, symmetric conformal bounds
+    over the fitted stacks): from its framework's effect (`within_framework`, the stacks of
+    frameworks with two or more) or from the reference (`any`); empty with fewer than two
+    stacks. A stack is a random effect: its spread belongs in an unseen one's interval."""
+    if len(offsets) < 2:
+        return {}
+    counts = np.bincount(framework_of_stack, minlength=len(shared))
+    several = counts[framework_of_stack] >= 2
+    within = offsets[several] - shared[framework_of_stack][several]
+    spread = {"any": conformal_symmetric(offsets)[1]}
+    if several.sum() >= 2:
+        spread["within_framework"] = conformal_symmetric(within)[1]
+    else:
+        spread["within_framework"] = spread["any"]
+    return spread
 
 
 def reference_stacks(names: np.ndarray) -> np.ndarray:

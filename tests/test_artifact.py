@@ -207,6 +207,42 @@ def test_a_known_software_stack_prices_as_it_was_fitted_and_recommend_names_none
     assert artifact.predict("throughput", unknown).value[0] == pytest.approx(reference)
 
 
+def test_a_stack_never_fitted_widens_the_interval_by_the_stacks_spread():
+    """A row measured by an unseen stack carries its framework's effect, or the reference's,
+    and its own effect is a draw from the fitted stacks' spread: the interval widens by it, in
+    quadrature, the more where even the framework is new; a seen stack, or none, does not."""
+    doc = json.loads(SHIPPED.read_text())
+    spread = doc["throughput"]["software_spread"]
+    assert 0 < spread["within_framework"] <= spread["any"]
+    artifact = load_artifact(SHIPPED)
+    row = to_arrays([physics_candidate(model="unseen", gpu="V100", precision="amp")])
+    seen = next(iter(doc["throughput"]["software_effects"]))
+
+    def log_half_widths(software=None):
+        p = artifact.predict("throughput", row if software is None
+                             else {**row, "software": np.array([software])})
+        return np.log(p.value[0] / p.lo[0]), np.log(p.hi[0] / p.value[0])
+
+    base = log_half_widths()
+    assert log_half_widths(seen) == pytest.approx(base)
+    new_version = log_half_widths('published {"container": "mxnet-99.01", "framework": "MXNet"}')
+    new_framework = log_half_widths('local {"jax": "0.4"}')
+    for q, widths in ((spread["within_framework"], new_version), (spread["any"], new_framework)):
+        assert widths == pytest.approx([math.hypot(b, q) for b in base])
+
+
+def test_the_stacks_spread_is_taken_around_their_framework_where_it_has_several():
+    from advisor.fitting import software_effect_spread
+
+    # stack offsets (log step time): two PyTorch stacks around their framework, one MXNet
+    offsets, framework_of_stack = np.array([0.1, -0.1, -0.5]), np.array([0, 0, 1])
+    shared = np.array([0.0, -0.5])
+    spread = software_effect_spread(offsets, shared, framework_of_stack)
+    assert spread["within_framework"] == pytest.approx(0.1)
+    assert spread["any"] == pytest.approx(0.5)
+    assert software_effect_spread(np.zeros(1), np.zeros(0), np.zeros(1, int)) == {}
+
+
 def test_an_arithmetic_unit_never_trained_on_widens_the_interval():
     doc = json.loads(SHIPPED.read_text())
     units = doc["throughput"]["seen"]["units"]
