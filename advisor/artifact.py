@@ -154,7 +154,7 @@ class Artifact:
         log_factor = _correction(spec["correction"], features)
         if "software" in features and spec.get("software_effects"):
             names, codes = physics.factorize(features["software"])
-            effect = [_software_effect(spec, name) for name in names]
+            effect = [_stack_prior(spec, name)[0] for name in names]
             log_factor = log_factor - np.array(effect, dtype=float)[codes]
         return seconds * np.exp(log_factor)
 
@@ -369,30 +369,29 @@ def framework(stack: str) -> str:
     return next((name for key, name in VERSIONED_FRAMEWORKS if key in software), "unknown")
 
 
-def _software_effect(spec: dict, stack: str) -> float:
-    """The fitted log effect of a software stack (lower-cased `software_label`) on
-    throughput: its own where the fit saw it, else its framework's, else 0 (the reference)."""
-    stacks = {name.lower(): effect for name, effect in spec["software_effects"].items()}
+def _stack_prior(spec: dict, stack: str) -> tuple[float, float]:
+    """(log effect on throughput, log spread of its own effect still unknown) of a software
+    stack (lower-cased `software_label`): its fitted effect where the fit saw it; else its
+    framework's, with the spread of the fitted stacks around their frameworks; else the
+    reference's (0), with their spread around it (`software_spread`). A stack is a random
+    effect: one the fit never saw (another lab's container) is a draw from that spread. A row
+    that names no stack has no spread."""
+    stacks = {name.lower(): effect for name, effect in spec.get("software_effects", {}).items()}
     if stack in stacks:
-        return stacks[stack]
-    return spec.get("framework_effects", {}).get(framework(stack), 0.0)
+        return stacks[stack], 0.0
+    effect = spec.get("framework_effects", {}).get(framework(stack))
+    spread = 0.0 if stack in ("", "0") else spec.get("software_spread", {}).get(
+        "any" if effect is None else "within_framework", 0.0)
+    return (0.0 if effect is None else effect), spread
 
 
 def _widen_for_unseen_stacks(spec: dict, features: dict, value, lo, hi):
-    """A row measured by a software stack the fit never saw (`advisor evaluate` on another
-    source) is predicted with its framework's effect, or the reference stack's: its own effect
-    is a draw from the stacks' spread (`software_spread`), added in quadrature to the
-    interval's, from the spread of stacks around their framework's effect where that is
-    known, else around the reference."""
-    spread = spec.get("software_spread")
-    if "software" not in features or not spread:
+    """Intervals of rows measured by a stack the fit never saw (`advisor evaluate` on another
+    source), widened in quadrature by its own effect's spread (`_stack_prior`)."""
+    if "software" not in features or not spec.get("software_spread"):
         return lo, hi
     names, codes = physics.factorize(features["software"])
-    seen = {name.lower() for name in spec.get("software_effects", {})}
-    frameworks = spec.get("framework_effects", {})
-    q = np.array([0.0 if name in seen or name in ("", "0")
-                  else spread["within_framework" if framework(name) in frameworks else "any"]
-                  for name in names], dtype=float)[codes]
+    q = np.array([_stack_prior(spec, name)[1] for name in names], dtype=float)[codes]
     with np.errstate(divide="ignore", invalid="ignore"):
         below = np.sqrt(np.log(value / lo) ** 2 + q ** 2)
         above = np.sqrt(np.log(hi / value) ** 2 + q ** 2)

@@ -60,8 +60,8 @@ def operator_class(name: str, args) -> str:
     if name in _CONV:
         groups = args[_GROUPS_ARG[name]] if len(args) > _GROUPS_ARG[name] else 1
         weight = args[_WEIGHT_ARG[name]] if len(args) > _WEIGHT_ARG[name] else None
-        per_group = getattr(weight, "shape", (0, 1))[1]  # input channels each group reads
-        return "conv" if groups == 1 or per_group > 1 else "grouped_conv"
+        depthwise = weight is None or weight.shape[1] == 1  # one input channel a group
+        return "conv" if groups == 1 or not depthwise else "grouped_conv"
     if name.startswith(_ATTENTION_PREFIXES):
         return "attention"
     if "norm" in name:

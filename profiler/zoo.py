@@ -234,11 +234,9 @@ def build_model(name: str, image_size: int | None = None, seq_len: int | None = 
         from profiler import zoo_convnets
 
         model = getattr(zoo_convnets, TORCH_BUILT[entry.family])(**entry.config)
-        model.train()
-        return model
-    config = build_config(name, image_size, seq_len)
-    model_cls = getattr(_transformers(), _CLASSES[entry.family][1])
-    model = model_cls(config)
+    else:
+        config = build_config(name, image_size, seq_len)
+        model = getattr(_transformers(), _CLASSES[entry.family][1])(config)
     if entry.family == "gpt2":  # its class name does not tell transformers which loss it has
         model.loss_type = "ForCausalLM"
     model.train()
