@@ -1,14 +1,17 @@
 """The model zoo: names, default training workloads, and models built offline from
-transformers configs (no weights are downloaded; every model starts from random init).
+transformers configs, or from torch.nn where transformers has no such model (TORCH_BUILT; no
+weights are downloaded; every model starts from random init).
 
-Image models are 1000-class ImageNet classifiers; text models carry their pretraining head
-(masked LM for BERT, causal LM for GPT-2) and train on synthetic token ids. torch and
+Image models are 1000-class ImageNet classifiers but SSD300 (COCO detection, its loss on
+synthetic matched boxes); text models carry their pretraining head (masked LM for BERT,
+causal LM for GPT-2, Transformer-XL's adaptive softmax) and train on synthetic token ids. torch and
 transformers are imported inside the functions, so listing the zoo costs nothing.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +25,11 @@ OPENWEBTEXT_SAMPLES_PER_EPOCH = 9_035_582_198 // 1024
 # Chinchilla-optimal data (Hoffmann et al. 2022): about 20 training tokens per parameter, the
 # default amount of a decoder LLM's workload (give --tokens for another).
 CHINCHILLA_TOKENS_PER_PARAM = 20
+# COCO 2017 train images with at least one annotation (118,287 less 1,021 without): the
+# detection recipes skip the empty ones.
+COCO_TRAIN_ANNOTATED = 117_266
+# WikiText-103's training split (Merity et al. 2017), in words.
+WT103_TRAIN_TOKENS = 103_227_021
 MLM_PROBABILITY = 0.15  # share of tokens BERT predicts
 NUM_CLASSES = 1000
 
@@ -36,8 +44,8 @@ class UnknownModelError(GpuAdvisorError, KeyError):
 @dataclass(frozen=True)
 class ZooEntry:
     name: str
-    family: str  # resnet | resnext | vit | bert | gpt2 | llama | convnext | mobilenet_v2 |
-    # efficientnet
+    family: str  # resnet | resnext | ssd | vit | bert | gpt2 | llama | transformer_xl |
+    # convnext | mobilenet_v2 | efficientnet
     task: str  # image | text
     dataset: str
     samples_per_epoch: int
@@ -105,6 +113,19 @@ def _llama(name, params, batch, reference, config) -> ZooEntry:
                               "hidden_act": "silu", "rms_norm_eps": 1e-5, **config})
 
 
+def _transformer_xl(name, batch, steps, sequences_per_step, config) -> ZooEntry:
+    """Transformer-XL on WikiText-103 as NVIDIA's DeepLearningExamples train it
+    (wt103_base.yaml, wt103_large.yaml): `steps` of `sequences_per_step` segments of
+    `tgt_len` tokens, each attending to as many remembered ones (profiler/zoo_transformer_xl.py)."""
+    seq = config["tgt_len"]
+    samples = WT103_TRAIN_TOKENS // seq
+    return ZooEntry(name, "transformer_xl", "text", "wikitext-103", samples,
+                    round(steps * sequences_per_step / samples), None, seq, batch,
+                    f"NVIDIA DeepLearningExamples Transformer-XL WikiText-103 recipe: {steps:,} "
+                    f"steps x {sequences_per_step} segments of {seq} tokens",
+                    {"vocab_size": 267_735, "mem_len": seq, **config})
+
+
 EFFICIENTNET_B0 = {"width_coefficient": 1.0, "depth_coefficient": 1.0, "hidden_dim": 1280,
                    "dropout_rate": 0.2}
 EFFICIENTNET_B4 = {"width_coefficient": 1.4, "depth_coefficient": 1.8, "hidden_dim": 1792,
@@ -144,6 +165,16 @@ ZOO: dict[str, ZooEntry] = {
         _llama("llama_70b", 70_553_706_496, 1, "Llama 3.1 70B shape", {
             "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
             "num_attention_heads": 64, "head_dim": 128, "tie_word_embeddings": False}),
+        _transformer_xl("transformer_xl_base", 32, 40_000, 256, {
+            "n_layer": 16, "d_model": 512, "n_head": 8, "d_head": 64, "d_inner": 2048,
+            "tgt_len": 192, "dropout": 0.1, "dropatt": 0.0}),
+        _transformer_xl("transformer_xl_large", 16, 100_000, 128, {
+            "n_layer": 18, "d_model": 1024, "n_head": 16, "d_head": 64, "d_inner": 4096,
+            "tgt_len": 384, "dropout": 0.2, "dropatt": 0.2, "div_val": 4}),
+        ZooEntry("ssd300", "ssd", "image", "coco-2017", COCO_TRAIN_ANNOTATED, 65, 300, None, 128,
+                 "NVIDIA DeepLearningExamples PyTorch/Detection/SSD recipe: 65 epochs (main.py "
+                 "default; learning-rate steps at 43 and 54), batch 128 per GPU on 8 A100s "
+                 "(examples/SSD300_A100_FP{16,32}_8GPU.sh)", {"num_labels": 81}),
         _image("convnext_tiny", "convnext", 300, 128, "ConvNeXt (Liu et al. 2022): 300 "
                "epochs, batch 4096 on 32 GPUs", {"depths": [3, 3, 9, 3],
                                                  "hidden_sizes": [96, 192, 384, 768]}),
@@ -175,8 +206,10 @@ _CLASSES = {
 }
 
 
-# Families transformers has no class for, built from torch.nn (profiler/zoo_convnets.py).
-TORCH_BUILT = {"resnext": "ResNeXt"}
+# Families transformers has no class for, built from torch.nn: family -> (module, class).
+TORCH_BUILT = {"resnext": ("profiler.zoo_convnets", "ResNeXt"),
+               "ssd": ("profiler.zoo_detection", "SSD300"),
+               "transformer_xl": ("profiler.zoo_transformer_xl", "TransformerXL")}
 
 
 def names() -> list[str]:
@@ -230,10 +263,10 @@ def build_model(name: str, image_size: int | None = None, seq_len: int | None = 
     """A freshly initialised torch model, in training mode, on the current default device
     (build under `torch.device("meta")` to get shapes without memory)."""
     entry = resolve(name)
-    if entry.family in TORCH_BUILT:  # convolutions: any image size, nothing to configure
-        from profiler import zoo_convnets
-
-        model = getattr(zoo_convnets, TORCH_BUILT[entry.family])(**entry.config)
+    if entry.family in TORCH_BUILT:  # their image sizes come from the pixels they get
+        module, cls = TORCH_BUILT[entry.family]
+        sizes = {"tgt_len": seq_len} if entry.task == "text" and seq_len else {}
+        model = getattr(importlib.import_module(module), cls)(**{**entry.config, **sizes})
     else:
         config = build_config(name, image_size, seq_len)
         model = getattr(_transformers(), _CLASSES[entry.family][1])(config)
@@ -254,6 +287,12 @@ def synthetic_batch(name: str, batch_per_gpu: int, device, image_size: int | Non
         pixels = torch.randn(batch_per_gpu, 3, image_size, image_size, generator=generator)
         labels = torch.randint(0, NUM_CLASSES, (batch_per_gpu,), generator=generator)
         return {"pixel_values": pixels.to(device), "labels": labels.to(device)}
+    if entry.family == "transformer_xl":  # word-level text: next words of Zipf-drawn words
+        from profiler.zoo_transformer_xl import zipf_token_ids
+
+        words = zipf_token_ids((batch_per_gpu, seq_len + 1), entry.config["vocab_size"],
+                               generator)
+        return {"input_ids": words[:, :-1].to(device), "labels": words[:, 1:].to(device)}
     vocab = build_config(name).vocab_size
     ids = torch.randint(0, vocab, (batch_per_gpu, seq_len), generator=generator)
     if entry.family == "bert":  # predict a random 15% of positions, ignore the rest

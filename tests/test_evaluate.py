@@ -79,17 +79,17 @@ def test_excluded_software_is_left_out_and_counted(tmp_path):
         import_published(db)
     everything = evaluate(tmp_path / "p.db", "gpu")
     current = evaluate(tmp_path / "p.db", "gpu", exclude_software=("pytorch-20.06",))
-    # Six PyTorch A100-40GB configurations come from the 20.06 container, and eight of
-    # ResNeXt101's (on A100-40GB and V100): a row is one configuration as one stack measured
-    # it, so all fourteen leave the split (the four ResNet-50 configurations stay, as
-    # TensorFlow's 20.06 tf1 container measured them: it is not PyTorch's first Ampere
-    # release).
-    assert everything["n"] - current["n"] == 14
+    # Six PyTorch A100-40GB configurations come from the 20.06 container, eight of
+    # ResNeXt101's (on A100-40GB and V100) and all 64 of Transformer-XL's (its DGX-1 and
+    # DGX-2H V100 rows of one GPU count, precision and batch are one configuration): a row
+    # is one configuration as one stack measured it, so all 78 leave the split (the four
+    # ResNet-50 configurations stay, as TensorFlow's 20.06 tf1 container measured them: it is
+    # not PyTorch's first Ampere release).
+    assert everything["n"] - current["n"] == 78
     assert {g["group"] for g in current["groups"]} == {"A100-40GB", "A100-80GB", "V100",
                                                        "H100-80GB", "H200", "L40S", "A30", "A10G",
                                                        "K80", "P100SXM2"}
-    # 90 rows name that container: those six, ResNeXt101's twelve and Transformer-XL's 72
-    # (which has no zoo card).
+    # 90 rows name that container: those six, ResNeXt101's twelve and Transformer-XL's 72.
     assert current["skipped"]["software matches exclude_software pytorch-20.06"] == 90
     # Measured: about 32% with and without the 20.06 rows (benchmarks/model_accuracy.py, with
     # TensorFlow's K80 and P100 rows and MLPerf's A30 and L40S rows of 2026-11-25).
@@ -247,5 +247,5 @@ def test_evaluate_says_on_stderr_which_trials_it_left_out_and_why(tmp_path):
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["skipped"]["figure its source contradicts (notes: SUSPECT)"] == 8
     assert "warning: skipped 8 trial(s): figure its source contradicts" in out.stderr
-    assert "warning: skipped 21 trial(s): no model card for 'ssd300' (make one with " \
+    assert "warning: skipped 27 trial(s): no model card for 'mask_rcnn' (make one with " \
         "`profiler card --config CONFIG --save`" in out.stderr
