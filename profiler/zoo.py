@@ -2,9 +2,10 @@
 transformers configs, or from torch.nn where transformers has no such model (TORCH_BUILT; no
 weights are downloaded; every model starts from random init).
 
-Image models are 1000-class ImageNet classifiers but SSD300 (COCO detection, its loss on
+Image models are ImageNet classifiers (1000-way; tf_cnn_benchmarks' 1001) but SSD300 (COCO detection, its loss on
 synthetic matched boxes); text models carry their pretraining head (masked LM for BERT,
-causal LM for GPT-2, Transformer-XL's adaptive softmax) and train on synthetic token ids. torch and
+causal LM for GPT-2, Transformer-XL's adaptive softmax, GNMT's translation loss) and train on
+synthetic token ids. torch and
 transformers are imported inside the functions, so listing the zoo costs nothing.
 """
 
@@ -44,8 +45,8 @@ class UnknownModelError(GpuAdvisorError, KeyError):
 @dataclass(frozen=True)
 class ZooEntry:
     name: str
-    family: str  # resnet | resnext | ssd | vit | bert | gpt2 | llama | transformer_xl |
-    # convnext | mobilenet_v2 | efficientnet
+    family: str  # resnet | resnext | ssd | alexnet | vgg | inception | vit | bert |
+    # gpt2 | llama | transformer_xl | gnmt | convnext | mobilenet_v2 | efficientnet
     task: str  # image | text
     dataset: str
     samples_per_epoch: int
@@ -149,6 +150,16 @@ ZOO: dict[str, ZooEntry] = {
         _resnet("resnet152", "bottleneck", [3, 8, 36, 3], 128),
         _resnext("resnext101_32x4d", False, 128),
         _resnext("se_resnext101_32x4d", True, 128),
+        # As TensorFlow's tf_cnn_benchmarks@9165a70 builds them (its 2017 Benchmarks page's
+        # figures): 1001-way classifiers, batches per GPU its defaults.
+        _image("alexnet", "alexnet", 90, 512, "tf_cnn_benchmarks AlexNet (227 px, 1001 "
+               "classes); 90 epochs (Krizhevsky et al. 2012, torchvision's recipe)",
+               {"num_labels": 1001}, image_size=227),
+        _image("vgg16", "vgg", 74, 64, "tf_cnn_benchmarks VGG16 (1001 classes); 74 epochs "
+               "(Simonyan & Zisserman 2015: 370K iterations x 256)", {"num_labels": 1001}),
+        _image("inception_v3", "inception", 100, 32, "tf_cnn_benchmarks InceptionV3 (no "
+               "auxiliary head, 1001 classes); 100 epochs (Szegedy et al. 2016)",
+               {"num_labels": 1001}, image_size=299),
         _vit("vit_b16", 768, 12, 12, 128),
         _vit("vit_l16", 1024, 24, 16, 64),
         _bert("bert_base", 768, 12, 12, 32),
@@ -175,6 +186,14 @@ ZOO: dict[str, ZooEntry] = {
                  "NVIDIA DeepLearningExamples PyTorch/Detection/SSD recipe: 65 epochs (main.py "
                  "default; learning-rate steps at 43 and 54), batch 128 per GPU on 8 A100s "
                  "(examples/SSD300_A100_FP{16,32}_8GPU.sh)", {"num_labels": 81}),
+        # GNMT v2 as DeepLearningExamples PyTorch/Translation/GNMT (19.05) trains it: seq_len is
+        # the tokens a sentence pair adds to its tok/s as it averages them (source + target - 1,
+        # about 51, averaged per iteration: 49), a rate; the pairs are traced padded to 32 + 32.
+        ZooEntry("gnmt_v2", "gnmt", "text", "wmt16-en-de", 3_498_161, 6, None, 49, 128,
+                 "NVIDIA DeepLearningExamples GNMT v2 recipe: 6 epochs (train.py default) of "
+                 "WMT16 en-de's 3,498,161 pairs of at most 50 tokens, 128 a GPU",
+                 {"vocab_size": 32320, "hidden_size": 1024, "num_layers": 4, "dropout": 0.2,
+                  "smoothing": 0.1, "src_len": 32, "tgt_len": 32}),
         _image("convnext_tiny", "convnext", 300, 128, "ConvNeXt (Liu et al. 2022): 300 "
                "epochs, batch 4096 on 32 GPUs", {"depths": [3, 3, 9, 3],
                                                  "hidden_sizes": [96, 192, 384, 768]}),
@@ -206,10 +225,24 @@ _CLASSES = {
 }
 
 
-# Families transformers has no class for, built from torch.nn: family -> (module, class).
+# Families transformers has no class for, built from torch.nn: family -> (module, class). A
+# class with a static `synthetic_batch(batch, config, size, generator)` makes its own inputs;
+# a text model whose sequence length is a shape names its argument in `SEQ_LEN_ARGUMENT`.
 TORCH_BUILT = {"resnext": ("profiler.zoo_convnets", "ResNeXt"),
                "ssd": ("profiler.zoo_detection", "SSD300"),
+               "alexnet": ("profiler.zoo_classic", "AlexNet"),
+               "vgg": ("profiler.zoo_classic", "VGG16"),
+               "inception": ("profiler.zoo_classic", "InceptionV3"),
+               "gnmt": ("profiler.zoo_translation", "GNMT"),
                "transformer_xl": ("profiler.zoo_transformer_xl", "TransformerXL")}
+
+
+def _torch_built_class(entry: ZooEntry):
+    """The torch.nn class of a TORCH_BUILT family (None for a transformers one)."""
+    if entry.family not in TORCH_BUILT:
+        return None
+    module, cls = TORCH_BUILT[entry.family]
+    return getattr(importlib.import_module(module), cls)
 
 
 def names() -> list[str]:
@@ -264,9 +297,9 @@ def build_model(name: str, image_size: int | None = None, seq_len: int | None = 
     (build under `torch.device("meta")` to get shapes without memory)."""
     entry = resolve(name)
     if entry.family in TORCH_BUILT:  # their image sizes come from the pixels they get
-        module, cls = TORCH_BUILT[entry.family]
-        sizes = {"tgt_len": seq_len} if entry.task == "text" and seq_len else {}
-        model = getattr(importlib.import_module(module), cls)(**{**entry.config, **sizes})
+        cls = _torch_built_class(entry)
+        length = getattr(cls, "SEQ_LEN_ARGUMENT", None)  # a text model's shape, if it has one
+        model = cls(**{**entry.config, **({length: seq_len} if length and seq_len else {})})
     else:
         config = build_config(name, image_size, seq_len)
         model = getattr(_transformers(), _CLASSES[entry.family][1])(config)
@@ -278,21 +311,23 @@ def build_model(name: str, image_size: int | None = None, seq_len: int | None = 
 
 def synthetic_batch(name: str, batch_per_gpu: int, device, image_size: int | None = None,
                     seq_len: int | None = None, generator=None) -> dict:
-    """A random batch of the model's input shape: images + labels, or token ids + labels."""
+    """A random batch of the model's input shape: images + labels, or token ids + labels (a
+    torch-built model with inputs of its own makes them: Transformer-XL's Zipf-drawn words,
+    GNMT's sentence pairs)."""
     import torch
 
     entry = resolve(name)
     image_size, seq_len = _sizes(entry, image_size, seq_len)
+    own = getattr(_torch_built_class(entry), "synthetic_batch", None)
+    if own:  # a model whose inputs are not square RGB images or random token ids
+        size = image_size if entry.task == "image" else seq_len
+        size = None if size == (entry.image_size or entry.seq_len) else size  # its own shape
+        return {key: value.to(device) for key, value in
+                own(batch_per_gpu, entry.config, size, generator).items()}
     if entry.task == "image":
         pixels = torch.randn(batch_per_gpu, 3, image_size, image_size, generator=generator)
         labels = torch.randint(0, NUM_CLASSES, (batch_per_gpu,), generator=generator)
         return {"pixel_values": pixels.to(device), "labels": labels.to(device)}
-    if entry.family == "transformer_xl":  # word-level text: next words of Zipf-drawn words
-        from profiler.zoo_transformer_xl import zipf_token_ids
-
-        words = zipf_token_ids((batch_per_gpu, seq_len + 1), entry.config["vocab_size"],
-                               generator)
-        return {"input_ids": words[:, :-1].to(device), "labels": words[:, 1:].to(device)}
     vocab = build_config(name).vocab_size
     ids = torch.randint(0, vocab, (batch_per_gpu, seq_len), generator=generator)
     if entry.family == "bert":  # predict a random 15% of positions, ignore the rest

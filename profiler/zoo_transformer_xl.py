@@ -150,6 +150,8 @@ class TransformerXL(nn.Module):
     """The WikiText-103 language model; `tgt_len` tokens a segment attend to `mem_len`
     remembered ones (the memory holds zeros here: the same work as a trained one)."""
 
+    SEQ_LEN_ARGUMENT = "tgt_len"  # the zoo's sequence length is a segment's
+
     def __init__(self, n_layer: int, d_model: int, n_head: int, d_head: int, d_inner: int,
                  tgt_len: int, mem_len: int, dropout: float, dropatt: float, div_val: int = 1,
                  vocab_size: int = WT103_VOCAB, cutoffs: tuple[int, ...] = WT103_CUTOFFS):
@@ -162,6 +164,16 @@ class TransformerXL(nn.Module):
         self.layers = nn.ModuleList(Layer(d_model, n_head, d_head, d_inner, dropout, dropatt)
                                     for _ in range(n_layer))
         self.softmax = AdaptiveSoftmax(self.embedding, d_model)
+
+    @staticmethod
+    def synthetic_batch(batch: int, config: dict, size: int | None = None,
+                        generator=None) -> dict:
+        """Segments of Zipf-drawn words (`size` or the config's `tgt_len` of them) and their
+        next words, on the CPU (the zoo's protocol for torch-built models)."""
+        length = size or config["tgt_len"]
+        words = zipf_token_ids((batch, length + 1), config.get("vocab_size", WT103_VOCAB),
+                               generator)
+        return {"input_ids": words[:, :-1], "labels": words[:, 1:]}
 
     def _positions(self, length: int, device) -> torch.Tensor:
         """Sinusoidal embeddings of the distances length-1 .. 0."""

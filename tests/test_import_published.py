@@ -50,9 +50,10 @@ def test_hand_checked_counts():
     # L40S) + 95 ResNet-50/152 rows from TensorFlow's benchmarks page (K80, P100; 1-64 GPUs)
     # + 4 MLPerf ResNet-50 rows on 2026-11-25 (v2.0 NVIDIA and v3.0 H3C on 2x A30; v4.0 Lenovo
     # and Fujitsu on 8x L40S) + 1 MLPerf v3.1 CTuning ResNet-50 row on 2026-11-25 (2x A10G,
-    # AWS g5.12xlarge).
+    # AWS g5.12xlarge) + 112 InceptionV3, VGG16 and AlexNet rows from TensorFlow's benchmarks
+    # page on 2026-11-27.
     rows = _shipped()
-    assert len(rows) == 604
+    assert len(rows) == 716
     per_model = {}
     for r in rows:
         per_model[r["model"]] = per_model.get(r["model"], 0) + 1
@@ -62,7 +63,7 @@ def test_hand_checked_counts():
                          "resnext101_32x4d": 16, "se_resnext101_32x4d": 16,
                          "transformer_xl_base": 30, "transformer_xl_large": 42, "gnmt_v2": 14,
                          "ssd300": 21, "nnunet_2d": 24, "nnunet_3d": 22, "dlrm": 2,
-                         "mask_rcnn": 27}
+                         "mask_rcnn": 27, "inception_v3": 58, "vgg16": 32, "alexnet": 22}
     bert = [r for r in rows if r["model"] == "bert_large"]
     assert sum(r["model_as_published"] == "bert-large-pretraining-phase1" for r in bert) == 54
     assert sum(r["model_as_published"] == "bert-large-pretraining-phase2" for r in bert) == 54
@@ -102,7 +103,8 @@ def test_hand_checked_counts():
               and r["precision"] == "fp32"]
     assert (row["gpu"], row["batch_per_gpu"], float(row["throughput"])) == ("V100", "128", 6338)
     tf_page = [r for r in rows if "tensorflow/docs_src" in r["source"]]
-    assert len(tf_page) == 95 and {r["gpu"] for r in tf_page} == {"K80", "P100SXM2"}
+    # ResNet-50 and ResNet-152 (95); InceptionV3, VGG16 and AlexNet (112, 2026-11-27)
+    assert len(tf_page) == 207 and {r["gpu"] for r in tf_page} == {"K80", "P100SXM2"}
     (row,) = [r for r in tf_page if r["gpu_as_published"].startswith("Google Compute Engine")
               and r["model"] == "resnet50" and r["num_gpus"] == "1" and r["batch_per_gpu"] == "64"
               and r["notes"].startswith("synthetic")]
@@ -117,9 +119,10 @@ def test_multi_node_rows_are_imported_across_nodes(tmp_path):
     # 2-32 DGX A100 nodes of 8 GPUs: PyTorch and PaddlePaddle BERT pre-training, 20 each;
     # 2-8 DGX-2H nodes of 16 V100s: Transformer-XL large, 6.
     # and MLPerf's 8-node ResNet-50 run.
-    # and TensorFlow's 2-8 p2.8xlarge instances of 8 K80s at 10 Gb/s, 9.
+    # and TensorFlow's 2-8 p2.8xlarge instances of 8 K80s at 10 Gb/s, 9 (ResNet) + 6
+    # (InceptionV3).
     dgx_a100 = [t for t in multi if t["gpu_type"] == "A100-80GB"]
-    assert len(dgx_a100) == 41 and len(multi) == 56
+    assert len(dgx_a100) == 41 and len(multi) == 62
     assert {t["gpus_per_node"] for t in dgx_a100} == {8}
     assert {t["nodes"] for t in dgx_a100} == {2, 4, 8, 16, 32}
     (mlperf,) = [t for t in dgx_a100 if t["model"] == "resnet50"]
@@ -180,12 +183,14 @@ def test_names_match_the_zoo_and_the_catalog():
         if row["in_zoo"] == "1":
             assert resolve(row["model"]).name == row["model"]
     assert {r["model"] for r in _shipped() if r["in_zoo"] == "0"} == {
-        "transformer_big", "gnmt_v2", "nnunet_2d", "nnunet_3d", "dlrm", "mask_rcnn"}
+        "transformer_big", "nnunet_2d", "nnunet_3d", "dlrm", "mask_rcnn"}
     # Transformer-XL's tok/s become segments/s: one sequence is one segment of tgt_len tokens
     for r in _shipped():
         if r["model"].startswith("transformer_xl"):
             assert r["seq_len"] == {"transformer_xl_base": "192",
                                     "transformer_xl_large": "384"}[r["model"]]
+        if r["model"] == "gnmt_v2":  # tokens a sentence pair adds to DLE's tok/s
+            assert r["seq_len"] == "49" and "tokens a sentence pair" in r["notes"]
     assert {r["precision"] for r in _shipped()} == {"fp32", "tf32", "amp"}
     for r in _shipped():
         assert r["precision"] != "tf32" or r["gpu"].startswith("A100")

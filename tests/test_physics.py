@@ -229,6 +229,14 @@ def test_peak_throughput_is_the_datasheet_peak_of_the_fastest_unit():
     a100 = gpu_features("A100-40GB")
     assert mfu_one(gpus_per_node=8, precision="fp32", gpu="A100-40GB") == pytest.approx(
         max(a100["gpu_fp32_tflops"], a100["gpu_tensor_tflops"] / 2) * 1e12)
+    # On FP32 cores a 3x3 stride-1 convolution needs Winograd's share of its multiplies (VGG16
+    # reaches 1.35x a P100's FP32 peak in direct-convolution FLOPs): the bound counts them so
+    all_winograd = {"winograd_flops_per_sample": 1e9}
+    assert mfu_one(gpus_per_node=8, precision="fp32", gpu="V100", **all_winograd) == \
+        pytest.approx(15.7e12 * physics.WINOGRAD_REDUCTION)
+    # tensor cores run implicit GEMMs: the 16-bit bound stays the datasheet's
+    assert mfu_one(gpus_per_node=8, precision="amp", gpu="V100", **all_winograd) == \
+        pytest.approx(125e12)
     # activation checkpointing runs the forward twice: the same GPUs finish fewer samples
     recomputing = {**config(), "checkpointing": np.array([1.0])}
     assert physics.peak_throughput(recomputing)[0] == pytest.approx(

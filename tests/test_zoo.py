@@ -75,6 +75,16 @@ def test_a_torch_built_convnet_trains_and_traces_like_the_others():
     assert split["conv_flops_per_sample"] > 0
 
 
+@pytest.mark.parametrize("name", ["transformer_xl_base", "gnmt_v2", "ssd300", "alexnet",
+                                  "vgg16", "inception_v3"])
+def test_torch_built_models_build_batch_and_train_through_the_zoo(name):
+    with torch.device("meta"):
+        model = zoo.build_model(name)
+    batch = zoo.synthetic_batch(name, 1, "meta")
+    zoo.loss(name, model, batch).backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
 def test_widese_gates_are_a_quarter_of_each_block_s_expanded_width():
     """NVIDIA's EfficientNet-WideSE: the squeeze-and-excitation of a block that expands its
     input 6x is a quarter of the expanded width (1.5x the input), not a quarter of the input."""
