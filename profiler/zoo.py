@@ -2,11 +2,11 @@
 transformers configs, or from torch.nn where transformers has no such model (TORCH_BUILT; no
 weights are downloaded; every model starts from random init).
 
-Image models are ImageNet classifiers (1000-way; tf_cnn_benchmarks' 1001) but SSD300 (COCO detection, its loss on
-synthetic matched boxes); text models carry their pretraining head (masked LM for BERT,
-causal LM for GPT-2, Transformer-XL's adaptive softmax, GNMT's translation loss) and train on
-synthetic token ids. torch and
-transformers are imported inside the functions, so listing the zoo costs nothing.
+Image models are ImageNet classifiers (1000-way; tf_cnn_benchmarks' 1001) but SSD300 (COCO
+detection, its loss on synthetic matched boxes); text models carry their pretraining head
+(masked LM for BERT, causal LM for GPT-2, Transformer-XL's adaptive softmax, GNMT's
+translation loss) and train on synthetic token ids. torch and transformers are imported inside
+the functions, so listing the zoo costs nothing.
 """
 
 from __future__ import annotations
