@@ -42,6 +42,11 @@ class UnknownModelError(GpuAdvisorError, KeyError):
         return str(self.args[0])
 
 
+class FixedInputError(GpuAdvisorError, ValueError):
+    """A zoo model asked for at an input size it cannot take (its layers or its published
+    workload fix it)."""
+
+
 @dataclass(frozen=True)
 class ZooEntry:
     name: str
@@ -227,7 +232,8 @@ _CLASSES = {
 
 # Families transformers has no class for, built from torch.nn: family -> (module, class). A
 # class with a static `synthetic_batch(batch, config, size, generator)` makes its own inputs;
-# a text model whose sequence length is a shape names its argument in `SEQ_LEN_ARGUMENT`.
+# a text model whose sequence length is a shape names its argument in `SEQ_LEN_ARGUMENT`, and
+# a model that takes only its own input size says `FIXED_INPUT_SIZE = True`.
 TORCH_BUILT = {"resnext": ("profiler.zoo_convnets", "ResNeXt"),
                "ssd": ("profiler.zoo_detection", "SSD300"),
                "alexnet": ("profiler.zoo_classic", "AlexNet"),
@@ -243,6 +249,19 @@ def _torch_built_class(entry: ZooEntry):
         return None
     module, cls = TORCH_BUILT[entry.family]
     return getattr(importlib.import_module(module), cls)
+
+
+def check_input_size(entry: ZooEntry, image_size: int | None, seq_len: int | None) -> None:
+    """FixedInputError where `entry` takes only its own input size and another is asked for
+    (SSD300's default boxes, AlexNet's and VGG16's flattened last map, GNMT's sentence
+    lengths, which are its dataset's)."""
+    if not getattr(_torch_built_class(entry), "FIXED_INPUT_SIZE", False):
+        return
+    asked, own, flag = (image_size, entry.image_size, "--image-size") if entry.task == "image" \
+        else (seq_len, entry.seq_len, "--seq-len")
+    if asked and asked != own:
+        raise FixedInputError(f"{entry.name} takes only its own input size ({own}), not "
+                              f"{asked}: leave out {flag}", flag.lstrip("-").replace("-", "_"))
 
 
 def names() -> list[str]:
@@ -296,6 +315,7 @@ def build_model(name: str, image_size: int | None = None, seq_len: int | None = 
     """A freshly initialised torch model, in training mode, on the current default device
     (build under `torch.device("meta")` to get shapes without memory)."""
     entry = resolve(name)
+    check_input_size(entry, image_size, seq_len)
     if entry.family in TORCH_BUILT:  # their image sizes come from the pixels they get
         cls = _torch_built_class(entry)
         length = getattr(cls, "SEQ_LEN_ARGUMENT", None)  # a text model's shape, if it has one

@@ -52,6 +52,7 @@ class _FlattenedMapClassifier(nn.Module):
     """A convolution stack whose last map, flattened, feeds fully connected layers of a fixed
     width: tf_cnn_benchmarks reshapes it to that width, so only its image size fits."""
 
+    FIXED_INPUT_SIZE = True  # the zoo asks for no other image size
     image_size: int
     map_size: int
 

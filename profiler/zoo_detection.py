@@ -100,6 +100,8 @@ def _extra_block(inputs: int, width: int, outputs: int, stride: int, padding: in
 
 
 class SSD300(nn.Module):
+    FIXED_INPUT_SIZE = True  # the zoo asks for no other image size
+
     def __init__(self, num_labels: int = 81, positives_per_image: int = POSITIVES_PER_IMAGE):
         super().__init__()
         self.num_labels = num_labels

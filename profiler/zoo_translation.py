@@ -210,6 +210,8 @@ class GNMT(nn.Module):
     the padded lengths of DLE's batches) are recorded for whoever makes the model's batches
     (`synthetic_batch`); the forward pass takes sentences of any length."""
 
+    FIXED_INPUT_SIZE = True  # its seq_len is a rate: its sentences are its dataset's
+
     def __init__(self, vocab_size: int = WMT16_VOCAB, hidden_size: int = HIDDEN,
                  num_layers: int = LAYERS, dropout: float = DROPOUT,
                  smoothing: float = SMOOTHING, src_len: int = PADDED_SRC_LEN,

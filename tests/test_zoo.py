@@ -85,6 +85,17 @@ def test_torch_built_models_build_batch_and_train_through_the_zoo(name):
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
 
 
+@pytest.mark.parametrize("name, sizes", [("ssd300", {"image_size": 512}),
+                                         ("alexnet", {"image_size": 128}),
+                                         ("gnmt_v2", {"seq_len": 64})])
+def test_models_of_one_input_size_refuse_another_in_one_line(name, sizes):
+    with pytest.raises(zoo.FixedInputError, match="takes only its own input size.*leave out"):
+        zoo.build_model(name, **sizes)
+    own = {"image_size": zoo.ZOO[name].image_size} if "image_size" in sizes else \
+        {"seq_len": zoo.ZOO[name].seq_len}
+    zoo.check_input_size(zoo.ZOO[name], **{"image_size": None, "seq_len": None, **own})
+
+
 def test_widese_gates_are_a_quarter_of_each_block_s_expanded_width():
     """NVIDIA's EfficientNet-WideSE: the squeeze-and-excitation of a block that expands its
     input 6x is a quarter of the expanded width (1.5x the input), not a quarter of the input."""
