@@ -251,7 +251,7 @@ def _torch_built_class(entry: ZooEntry):
     return getattr(importlib.import_module(module), cls)
 
 
-def check_input_size(entry: ZooEntry, image_size: int | None, seq_len: int | None) -> None:
+def check_fixed_input(entry: ZooEntry, image_size: int | None, seq_len: int | None) -> None:
     """FixedInputError where `entry` takes only its own input size and another is asked for
     (SSD300's default boxes, AlexNet's and VGG16's flattened last map, GNMT's sentence
     lengths, which are its dataset's)."""
@@ -315,7 +315,7 @@ def build_model(name: str, image_size: int | None = None, seq_len: int | None = 
     """A freshly initialised torch model, in training mode, on the current default device
     (build under `torch.device("meta")` to get shapes without memory)."""
     entry = resolve(name)
-    check_input_size(entry, image_size, seq_len)
+    check_fixed_input(entry, image_size, seq_len)
     if entry.family in TORCH_BUILT:  # their image sizes come from the pixels they get
         cls = _torch_built_class(entry)
         length = getattr(cls, "SEQ_LEN_ARGUMENT", None)  # a text model's shape, if it has one

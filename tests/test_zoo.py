@@ -93,7 +93,7 @@ def test_models_of_one_input_size_refuse_another_in_one_line(name, sizes):
         zoo.build_model(name, **sizes)
     own = {"image_size": zoo.ZOO[name].image_size} if "image_size" in sizes else \
         {"seq_len": zoo.ZOO[name].seq_len}
-    zoo.check_input_size(zoo.ZOO[name], **{"image_size": None, "seq_len": None, **own})
+    zoo.check_fixed_input(zoo.ZOO[name], **{"image_size": None, "seq_len": None, **own})
 
 
 def test_widese_gates_are_a_quarter_of_each_block_s_expanded_width():
