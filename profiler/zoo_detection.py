@@ -163,8 +163,12 @@ class SSD300(nn.Module):
         localisation = F.smooth_l1_loss(box_offsets, encoded, reduction="none").sum(1)
         localisation = (localisation * positive).sum(1)
         confidence = F.cross_entropy(logits, target, reduction="none")
-        # rank the negatives by their loss: the rank of each box in a descending sort
-        rank = confidence.masked_fill(positive, 0).sort(1, descending=True)[1].sort(1)[1]
+        # rank the negatives by their loss: the rank of each box in a descending sort. No
+        # gradient flows through a rank: detached, the sort saves nothing for the backward
+        # pass (DLE's saves its indices, freed at once; traced, whether that temporary was
+        # counted hung on Python reusing its object's id)
+        ranked = confidence.detach().masked_fill(positive, 0)
+        rank = ranked.sort(1, descending=True)[1].sort(1)[1]
         negatives = (NEGATIVES_PER_POSITIVE * positives).clamp(max=positive.shape[1])
         mined = positive | (rank < negatives[:, None])
         total = localisation + (confidence * mined).sum(1)
