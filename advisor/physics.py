@@ -311,6 +311,13 @@ def sustained_peaks(features: dict) -> tuple[np.ndarray, np.ndarray]:
     return _arr(features, "gpu_fp32_tflops") * clock * issue, tensor * clock
 
 
+def winograd_spared(features: dict, n: int) -> np.ndarray:
+    """FLOPs a sample's 3x3 stride-1 convolutions spare on the FP32 cores, which run them with
+    Winograd's algorithm (`winograd_flops_per_sample`; 0 where the card has no split)."""
+    winograd = np.nan_to_num(_optional(features, "winograd_flops_per_sample", n))
+    return winograd * (1 - 1 / WINOGRAD_REDUCTION)
+
+
 def roofline_terms(features: dict) -> dict[str, np.ndarray]:
     """Seconds at full efficiency, per row, of the compute-bound work of the GEMM-like and of
     the dense convolution classes on FP32 cores, 16-bit tensor cores and TF32 tensor cores
@@ -328,8 +335,7 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
     efficiency = {kind: np.where(split, RELATIVE_EFFICIENCY[kind], 1.0)
                   for kind in OPERATOR_CLASSES}
     out = {name: np.zeros(len(batch)) for name in TERMS[:TERMS.index("memory") + 1]}
-    winograd = np.nan_to_num(_optional(features, "winograd_flops_per_sample", len(batch)))
-    spared = np.where(split, winograd * (1 - 1 / WINOGRAD_REDUCTION), 0.0)
+    spared = np.where(split, winograd_spared(features, len(batch)), 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         for kind in OPERATOR_CLASSES:
             peak = np.where(tensor[kind], tensor_peak, fp32_peak) * 1e12
@@ -452,8 +458,7 @@ def peak_throughput(features: dict) -> np.ndarray:
     n = len(tensor)
     scale = compute_scale(features, n)
     work = _arr(features, "flops_per_sample") * scale
-    winograd = np.nan_to_num(_optional(features, "winograd_flops_per_sample", n)) * scale
-    fewest = work - winograd * (1 - 1 / WINOGRAD_REDUCTION)  # the multiplies FP32 cores need
+    fewest = work - winograd_spared(features, n) * scale  # the multiplies FP32 cores need
     workers = _arr(features, "nodes") * _arr(features, "gpus_per_node")
     with np.errstate(divide="ignore", invalid="ignore"):
         rate = np.maximum(_arr(features, "gpu_fp32_tflops") * 1e12 / fewest,

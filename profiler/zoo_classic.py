@@ -25,20 +25,15 @@ image classifier, so that the zoo traces and trains them as it does the others.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import torch
 from torch import nn
+
+from profiler.zoo_convnets import classifier_output
 
 NUM_LABELS = 1001  # tf_cnn_benchmarks' classifier width: 1,000 classes and a background one
 DROPOUT = 0.5  # AlexNet's and VGG's fully connected layers (tf_cnn_benchmarks' keep_prob 0.5)
 VGG16_DEPTHS = (2, 2, 3, 3, 3)  # 3x3 convolutions per stage; model D of Simonyan & Zisserman
 VGG_WIDTHS = (64, 128, 256, 512, 512)
-
-
-def _output(logits: torch.Tensor, labels: torch.Tensor | None) -> SimpleNamespace:
-    loss = None if labels is None else nn.functional.cross_entropy(logits, labels)
-    return SimpleNamespace(loss=loss, logits=logits)
 
 
 def _fully_connected(inputs: int, num_labels: int) -> nn.Sequential:
@@ -62,7 +57,7 @@ class _FlattenedMapClassifier(nn.Module):
             raise ValueError(f"{type(self).__name__} takes {self.image_size}x{self.image_size} "
                              f"images (a {self.map_size}x{self.map_size} last map), got "
                              f"{tuple(pixel_values.shape[2:])}")
-        return _output(self.classifier(maps.flatten(1)), labels)
+        return classifier_output(self.classifier(maps.flatten(1)), labels)
 
 
 class AlexNet(_FlattenedMapClassifier):
@@ -198,4 +193,4 @@ class InceptionV3(nn.Module):
     def forward(self, pixel_values: torch.Tensor, labels: torch.Tensor | None = None):
         """The last 8x8 map's 8x8 average pool (a 299-px image's), as a global mean."""
         features = self.blocks(self.stem(pixel_values)).mean((2, 3))
-        return _output(self.classifier(features), labels)
+        return classifier_output(self.classifier(features), labels)

@@ -52,24 +52,40 @@ class Bottleneck(nn.Module):
         return torch.relu(self.body(x) + self.shortcut(x))
 
 
+def classifier_output(logits: torch.Tensor, labels: torch.Tensor | None) -> SimpleNamespace:
+    """An image classifier's result as a transformers one gives it: `.logits`, and `.loss`
+    (cross-entropy) where `labels` are given."""
+    loss = None if labels is None else nn.functional.cross_entropy(logits, labels)
+    return SimpleNamespace(loss=loss, logits=logits)
+
+
+def bottleneck_trunk(depths, groups: int = 1, width_per_group: int = 64,
+                     squeeze_excitation: bool = False,
+                     strided_stages: tuple[int, ...] = (1, 2, 3)) -> tuple[nn.Sequential, int]:
+    """A ResNet v1.5 stem (7x7 convolution, max pool) and bottleneck stages of `depths`
+    blocks, the first block of each of `strided_stages` halving the map; the trunk and its
+    output channels. groups=1, width_per_group=64 is a ResNet's."""
+    layers: list[nn.Module] = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64),
+                               nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+    inputs = 64
+    for stage, (depth, base) in enumerate(zip(depths, STAGE_WIDTHS)):
+        width = groups * width_per_group * base // 64
+        for block in range(depth):
+            stride = 2 if stage in strided_stages and block == 0 else 1
+            layers.append(Bottleneck(inputs, width, base * EXPANSION, stride, groups,
+                                     squeeze_excitation))
+            inputs = base * EXPANSION
+    return nn.Sequential(*layers), inputs
+
+
 class ResNeXt(nn.Module):
     def __init__(self, depths: list[int], groups: int, width_per_group: int,
                  squeeze_excitation: bool = False, num_labels: int = 1000):
         super().__init__()
-        layers: list[nn.Module] = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64),
-                                   nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
-        inputs = 64
-        for stage, (depth, base) in enumerate(zip(depths, STAGE_WIDTHS)):
-            width = groups * width_per_group * base // 64
-            for block in range(depth):
-                stride = 2 if stage > 0 and block == 0 else 1
-                layers.append(Bottleneck(inputs, width, base * EXPANSION, stride, groups,
-                                         squeeze_excitation))
-                inputs = base * EXPANSION
-        self.features = nn.Sequential(*layers)
+        self.features, inputs = bottleneck_trunk(depths, groups, width_per_group,
+                                                 squeeze_excitation)
         self.classifier = nn.Linear(inputs, num_labels)
 
     def forward(self, pixel_values: torch.Tensor, labels: torch.Tensor | None = None):
-        logits = self.classifier(self.features(pixel_values).mean((2, 3)))
-        loss = None if labels is None else nn.functional.cross_entropy(logits, labels)
-        return SimpleNamespace(loss=loss, logits=logits)
+        return classifier_output(self.classifier(self.features(pixel_values).mean((2, 3))),
+                                 labels)

@@ -40,7 +40,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from profiler.zoo_convnets import EXPANSION, STAGE_WIDTHS, Bottleneck
+from profiler.zoo_convnets import bottleneck_trunk
 
 IMAGE_SIZE = 300  # SSD300's input is fixed: the default boxes are laid out for it
 # DLE's dboxes300_coco: the six maps' sizes and strides in pixels, the default boxes' scales
@@ -106,16 +106,8 @@ class SSD300(nn.Module):
         super().__init__()
         self.num_labels = num_labels
         self.positives_per_image = positives_per_image
-        layers: list[nn.Module] = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64),
-                                   nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
-        inputs = 64
-        for stage, (depth, width) in enumerate(zip(BACKBONE_DEPTHS, STAGE_WIDTHS)):
-            for block in range(depth):
-                stride = 2 if stage == 1 and block == 0 else 1  # conv4_x keeps 38x38
-                layers.append(Bottleneck(inputs, width, width * EXPANSION, stride, groups=1,
-                                         squeeze_excitation=False))
-                inputs = width * EXPANSION
-        self.backbone = nn.Sequential(*layers)
+        # conv4_x keeps conv3_x's stride: 38x38 at 300 px
+        self.backbone, _ = bottleneck_trunk(BACKBONE_DEPTHS, strided_stages=(1,))
         # 38 -> 19 -> 10 -> 5 with stride 2, then 5 -> 3 -> 1 with unpadded 3x3 convolutions
         self.extras = nn.ModuleList(
             _extra_block(i, w, o, 2 if k < 3 else 1, 1 if k < 3 else 0)
