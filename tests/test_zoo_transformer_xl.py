@@ -101,3 +101,5 @@ def test_zoo_batches_predict_the_next_word_and_cards_take_other_lengths():
     with torch.device("meta"):
         model = zoo.build_model("transformer_xl_base", seq_len=64)
     assert model.tgt_len == 64 and model.mem_len == 192
+    # profiler/zoo.py cannot import this module (listing the zoo imports no torch)
+    assert zoo.ZOO["transformer_xl_base"].config["vocab_size"] == WT103_VOCAB

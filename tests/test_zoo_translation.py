@@ -5,12 +5,19 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
+from profiler import zoo  # noqa: E402
 from profiler.cards import flop_counter  # noqa: E402
 from profiler.zoo_translation import (  # noqa: E402
     BOS,
     EOS,
     GNMT,
     LSTM,
+    MEAN_SRC_LEN,
+    MEAN_TGT_LEN,
+    PADDED_SRC_LEN,
+    PADDED_TGT_LEN,
+    TOKS_PER_PAIR,
+    WMT16_TRAIN_PAIRS,
     WMT16_VOCAB,
     tokens_per_pair,
 )
@@ -150,3 +157,15 @@ def test_synthetic_pairs_are_whole_sentences_and_count_as_dle_counts():
     assert tokens_per_pair(7, 9) == 15  # source tokens + target tokens but BOS
     with pytest.raises(ValueError, match="labels"):
         GNMT(**TINY)(source[:, :5] % 50)
+
+
+def test_the_zoo_entry_holds_the_figures_this_module_derives():
+    # profiler/zoo.py cannot import this module (listing the zoo imports no torch), so its
+    # gnmt_v2 entry repeats them: one sentence pair a sample, 49 tokens of DLE's tok/s a pair
+    # (below the ~51 a mean pair holds, as DLE averages per-iteration rates), traced padded
+    entry = zoo.ZOO["gnmt_v2"]
+    assert entry.samples_per_epoch == WMT16_TRAIN_PAIRS
+    assert entry.seq_len == TOKS_PER_PAIR < tokens_per_pair(MEAN_SRC_LEN, MEAN_TGT_LEN) == 51
+    assert entry.config["vocab_size"] == WMT16_VOCAB
+    assert (entry.config["src_len"], entry.config["tgt_len"]) == (PADDED_SRC_LEN,
+                                                                  PADDED_TGT_LEN)
