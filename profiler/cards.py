@@ -11,6 +11,7 @@ otherwise fall back to the math path, which stores every attention matrix.
 
 from __future__ import annotations
 
+import weakref
 from contextlib import contextmanager
 from datetime import date
 
@@ -74,9 +75,11 @@ def flop_counter():
 
 
 @contextmanager
-def saved_tensor_bytes(model, totals: dict[int, int]):
-    """Collect into `totals` the bytes of every non-parameter tensor autograd saves for the
-    backward pass, each storage once (a view keeps its whole base alive)."""
+def saved_tensor_bytes(model, saved: dict):
+    """Collect into `saved` every non-parameter tensor autograd saves for the backward pass,
+    each storage once (a view keeps its whole base alive), held weakly: `live_bytes` then
+    counts those still alive when the forward pass ends (a saved tensor whose graph branch
+    was dropped, such as a sort whose values nothing uses, is freed at once)."""
     import torch
 
     params = {id(p) for p in model.parameters()}
@@ -86,11 +89,17 @@ def saved_tensor_bytes(model, totals: dict[int, int]):
         while base._base is not None:
             base = base._base
         if id(base) not in params:
-            totals[id(base)] = base.untyped_storage().nbytes()
+            saved[id(base)] = weakref.ref(base)
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         yield
+
+
+def live_bytes(saved: dict) -> int:
+    """Bytes of the storages in `saved` (`saved_tensor_bytes`) still alive."""
+    return sum(base.untyped_storage().nbytes() for base in (ref() for ref in saved.values())
+               if base is not None)
 
 
 def measure(name: str, image_size: int | None = None, seq_len: int | None = None) -> dict:
@@ -108,11 +117,12 @@ def measure_module(model, loss) -> dict:
     training step of `model` (on the meta device), whose `loss()` runs the forward pass of one
     sample. `tensors` counts parameter tensors (weights, biases, norm scales; not buffers
     such as running statistics): the notion of CM-DARE's checkpoint "Number of Tensors"."""
-    saved: dict[int, int] = {}
+    saved: dict = {}
     counter = flop_counter()
     with _gpu_attention(), counter, saved_tensor_bytes(model, saved):
         value = loss()
         forward = counter.get_total_flops()
+        activation = live_bytes(saved)  # before backward frees them
         value.backward()
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     return {
@@ -121,7 +131,7 @@ def measure_module(model, loss) -> dict:
         "gradient_bytes": trainable * 4,  # fp32 gradients, what all-reduce moves per step
         "forward_flops_per_sample": forward,
         "flops_per_sample": counter.get_total_flops(),
-        "activation_bytes_per_sample": sum(saved.values()),
+        "activation_bytes_per_sample": activation,
     }
 
 

@@ -156,9 +156,8 @@ class SSD300(nn.Module):
         localisation = (localisation * positive).sum(1)
         confidence = F.cross_entropy(logits, target, reduction="none")
         # rank the negatives by their loss: the rank of each box in a descending sort. No
-        # gradient flows through a rank: detached, the sort saves nothing for the backward
-        # pass (DLE's saves its indices, freed at once; traced, whether that temporary was
-        # counted hung on Python reusing its object's id)
+        # gradient flows through a rank, so the sort runs detached and saves nothing for the
+        # backward pass (DLE's saves its indices, which die with the unused sorted values)
         ranked = confidence.detach().masked_fill(positive, 0)
         rank = ranked.sort(1, descending=True)[1].sort(1)[1]
         negatives = (NEGATIVES_PER_POSITIVE * positives).clamp(max=positive.shape[1])

@@ -98,10 +98,22 @@ def test_saved_activation_bytes_by_hand():
     model = torch.nn.Sequential(torch.nn.Linear(10, 20), torch.nn.ReLU(), torch.nn.Linear(20, 5))
     saved = {}
     with cards.saved_tensor_bytes(model, saved):
-        model(torch.randn(3, 10)).sum().backward()
+        loss = model(torch.randn(3, 10)).sum()
+        live = cards.live_bytes(saved)
+        loss.backward()
     # the input (3x10) for the first weight gradient, the ReLU output (3x20) kept once for
     # both ReLU's and the second Linear's backward; weights are not activations
-    assert sum(saved.values()) == (3 * 10 + 3 * 20) * 4
+    assert live == (3 * 10 + 3 * 20) * 4
+
+
+def test_a_saved_tensor_freed_before_backward_is_no_activation():
+    model = torch.nn.Linear(10, 20)
+    saved = {}
+    with cards.saved_tensor_bytes(model, saved):
+        scores = model(torch.randn(3, 10))
+        scores.sort(1)[1]  # the indices it saves die with the unused sorted values
+        live = cards.live_bytes(saved)
+    assert live == 3 * 10 * 4  # the input, for the weight gradient
 
 
 @pytest.fixture(scope="module")
