@@ -25,7 +25,7 @@ MIB = 2.0**20
 # momentum buffer.
 OPTIMIZER_STATE_BYTES = {"sgd": 4.0, "adamw": 8.0, "adam": 8.0, "lamb": 8.0, "rmsprop": 8.0}
 # The optimizer a card's task is trained with when the card does not say (the zoo's recipes).
-TASK_OPTIMIZER = {"image": "sgd", "text": "adamw"}
+TASK_OPTIMIZER = {"image": "sgd", "text": "adamw", "recommendation": "adam"}  # NCF: Adam
 # Autocast (amp, bf16) saves most activations for backward in 16 bits, and caches a 16-bit
 # copy of each weight for the step.
 HALF_ACTIVATION_FACTOR = 0.5

@@ -247,6 +247,9 @@ def _card_at_size(cards, card, *, seq_len: int | None, image_size: int | None):
         flag = key.replace("_", "-")
         if size <= 0:
             raise WorkloadError(f"{key} must be positive, got {size}", key)
+        if card["task"] not in ("image", "text"):  # NCF: user-item pairs
+            raise WorkloadError(f"{card['model']} is {_kind(card)} and takes no input size: "
+                                f"leave out {key}", key)
         if card["task"] != task:
             other = "image_size" if key == "seq_len" else "seq_len"
             raise WorkloadError(f"{card['model']} is {_kind(card)}: give {other}, not {key}",
@@ -265,4 +268,5 @@ def _card_at_size(cards, card, *, seq_len: int | None, image_size: int | None):
 
 
 def _kind(card) -> str:
-    return "an image model" if card["task"] == "image" else "a text model"
+    return {"image": "an image model", "text": "a text model"}.get(card["task"],
+                                                                 f"a {card['task']} model")

@@ -5,8 +5,9 @@ weights are downloaded; every model starts from random init).
 Image models are ImageNet classifiers (1000-way; tf_cnn_benchmarks' 1001) but SSD300 (COCO
 detection, its loss on synthetic matched boxes); text models carry their pretraining head
 (masked LM for BERT, causal LM for GPT-2, Transformer-XL's adaptive softmax, GNMT's
-translation loss) and train on synthetic token ids. torch and transformers are imported inside
-the functions, so listing the zoo costs nothing.
+and Transformer-big's translation losses) and train on synthetic token ids; NCF, a
+recommendation model, trains on random user-item pairs labelled 0/1 and has no input size.
+torch and transformers are imported inside the functions, so listing the zoo costs nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ CHINCHILLA_TOKENS_PER_PARAM = 20
 COCO_TRAIN_ANNOTATED = 117_266
 # WikiText-103's training split (Merity et al. 2017), in words.
 WT103_TRAIN_TOKENS = 103_227_021
+# NCF on MovieLens-20M as DeepLearningExamples trains it: 19,861,770 training positives (the
+# 20,000,263 ratings less each of the 138,493 users' latest, held out), each paired with 4
+# sampled negatives an epoch; DLE's samples/s counts all five (profiler/zoo_recommendation.py).
+ML20M_TRAIN_POSITIVES = 19_861_770
+NCF_NEGATIVE_SAMPLES = 4
 MLM_PROBABILITY = 0.15  # share of tokens BERT predicts
 NUM_CLASSES = 1000
 
@@ -51,8 +57,9 @@ class FixedInputError(GpuAdvisorError, ValueError):
 class ZooEntry:
     name: str
     family: str  # resnet | resnext | ssd | alexnet | vgg | inception | vit | bert |
-    # gpt2 | llama | transformer_xl | gnmt | convnext | mobilenet_v2 | efficientnet
-    task: str  # image | text
+    # gpt2 | llama | transformer_xl | gnmt | transformer | convnext | mobilenet_v2 |
+    # efficientnet | ncf
+    task: str  # image | text | recommendation (no input size: image_size and seq_len None)
     dataset: str
     samples_per_epoch: int
     epochs: int
@@ -199,6 +206,25 @@ ZOO: dict[str, ZooEntry] = {
                  "WMT16 en-de's 3,498,161 pairs of at most 50 tokens, 128 a GPU",
                  {"vocab_size": 32320, "hidden_size": 1024, "num_layers": 4, "dropout": 0.2,
                   "smoothing": 0.1, "src_len": 32, "tgt_len": 32}),
+        # Transformer-big as DeepLearningExamples PyTorch/Translation/Transformer (22.06) trains
+        # it: seq_len is the tokens a sentence pair adds to its tok/s (target tokens, EOS
+        # counted: about 31), a rate; the pairs are traced at 30 + 31 tokens, and --max-tokens
+        # 10240 holds 290 of them (profiler/zoo_transformer.py).
+        ZooEntry("transformer_big", "transformer", "text", "wmt14-en-de", 4_575_616, 30, None,
+                 31, 290, "NVIDIA DeepLearningExamples Transformer-big WMT14 en-de recipe "
+                 "(scripts/run_DGXA100_{AMP,TF32}.sh@d666f145): 30 epochs of 4,575,616 pairs, "
+                 "--max-tokens 10240 a GPU (about 290 pairs) on 8 GPUs, label smoothing 0.1",
+                 {"vocab_size": 33_712, "d_model": 1024, "ffn_dim": 4096, "layers": 6,
+                  "heads": 16, "dropout": 0.1, "attention_dropout": 0.1, "relu_dropout": 0.1,
+                  "smoothing": 0.1, "src_len": 30, "tgt_len": 31}),
+        ZooEntry("ncf", "ncf", "recommendation", "movielens-20m",
+                 ML20M_TRAIN_POSITIVES * (1 + NCF_NEGATIVE_SAMPLES), 30, None, None, 131_072,
+                 "NVIDIA DeepLearningExamples PyTorch/Recommendation/NCF recipe (ncf.py@05ee9863 "
+                 "defaults): 30 epochs of ML-20M's 19,861,770 training positives with 4 sampled "
+                 "negatives each, Adam, global batch 2^20: 131,072 a GPU on 8 GPUs",
+                 {"num_users": 138_493, "num_items": 26_744, "factors": 64,
+                  "mlp_layers": [256, 256, 128, 64], "dropout": 0.5,
+                  "negative_samples": NCF_NEGATIVE_SAMPLES}),
         _image("convnext_tiny", "convnext", 300, 128, "ConvNeXt (Liu et al. 2022): 300 "
                "epochs, batch 4096 on 32 GPUs", {"depths": [3, 3, 9, 3],
                                                  "hidden_sizes": [96, 192, 384, 768]}),
@@ -240,6 +266,10 @@ TORCH_BUILT = {"resnext": ("profiler.zoo_convnets", "ResNeXt"),
                "vgg": ("profiler.zoo_classic", "VGG16"),
                "inception": ("profiler.zoo_classic", "InceptionV3"),
                "gnmt": ("profiler.zoo_translation", "GNMT"),
+               # transformers' M2M100 (DLE's pre-norm fairseq Transformer), wrapped for its
+               # sentence-pair batches and label-smoothed loss
+               "transformer": ("profiler.zoo_transformer", "TransformerBig"),
+               "ncf": ("profiler.zoo_recommendation", "NCF"),
                "transformer_xl": ("profiler.zoo_transformer_xl", "TransformerXL")}
 
 
@@ -254,8 +284,14 @@ def _torch_built_class(entry: ZooEntry):
 def check_fixed_input(entry: ZooEntry, image_size: int | None, seq_len: int | None) -> None:
     """FixedInputError where `entry` takes only its own input size and another is asked for
     (SSD300's default boxes, AlexNet's and VGG16's flattened last map, GNMT's sentence
-    lengths, which are its dataset's)."""
+    lengths, which are its dataset's), or any input size where it has none (NCF's)."""
     if not getattr(_torch_built_class(entry), "FIXED_INPUT_SIZE", False):
+        return
+    if entry.task not in ("image", "text"):  # a recommendation model: user-item pairs
+        asked = "--image-size" if image_size else "--seq-len" if seq_len else None
+        if asked:
+            raise FixedInputError(f"{entry.name} is a {entry.task} model and takes no input "
+                                  f"size: leave out {asked}", asked.lstrip("-").replace("-", "_"))
         return
     asked, own, flag = (image_size, entry.image_size, "--image-size") if entry.task == "image" \
         else (seq_len, entry.seq_len, "--seq-len")

@@ -51,19 +51,21 @@ def test_hand_checked_counts():
     # + 4 MLPerf ResNet-50 rows on 2026-11-25 (v2.0 NVIDIA and v3.0 H3C on 2x A30; v4.0 Lenovo
     # and Fujitsu on 8x L40S) + 1 MLPerf v3.1 CTuning ResNet-50 row on 2026-11-25 (2x A10G,
     # AWS g5.12xlarge) + 112 InceptionV3, VGG16 and AlexNet rows from TensorFlow's benchmarks
-    # page on 2026-11-27.
+    # page on 2026-11-27 + 18 NCF rows (DLE's PyTorch NCF README, 21.04) on 2026-11-27
+    # + 16 Transformer-big rows (DLE's README, 22.06: DGX-1, DGX-2, 4 GPUs DGX A100) on 2026-11-27.
     rows = _shipped()
-    assert len(rows) == 716
+    assert len(rows) == 750
     per_model = {}
     for r in rows:
         per_model[r["model"]] = per_model.get(r["model"], 0) + 1
-    assert per_model == {"resnet50": 133, "resnet152": 37, "bert_large": 152, "transformer_big": 4,
+    assert per_model == {"resnet50": 133, "resnet152": 37, "bert_large": 152, "transformer_big": 20,
                          "efficientnet_b0": 16, "efficientnet_b4": 16,
                          "efficientnet_widese_b0": 16, "efficientnet_widese_b4": 16,
                          "resnext101_32x4d": 16, "se_resnext101_32x4d": 16,
                          "transformer_xl_base": 30, "transformer_xl_large": 42, "gnmt_v2": 14,
                          "ssd300": 21, "nnunet_2d": 24, "nnunet_3d": 22, "dlrm": 2,
-                         "mask_rcnn": 27, "inception_v3": 58, "vgg16": 32, "alexnet": 22}
+                         "mask_rcnn": 27, "inception_v3": 58, "vgg16": 32, "alexnet": 22,
+                         "ncf": 18}
     bert = [r for r in rows if r["model"] == "bert_large"]
     assert sum(r["model_as_published"] == "bert-large-pretraining-phase1" for r in bert) == 54
     assert sum(r["model_as_published"] == "bert-large-pretraining-phase2" for r in bert) == 54
@@ -183,7 +185,7 @@ def test_names_match_the_zoo_and_the_catalog():
         if row["in_zoo"] == "1":
             assert resolve(row["model"]).name == row["model"]
     assert {r["model"] for r in _shipped() if r["in_zoo"] == "0"} == {
-        "transformer_big", "nnunet_2d", "nnunet_3d", "dlrm", "mask_rcnn"}
+        "nnunet_2d", "nnunet_3d", "dlrm", "mask_rcnn"}
     # Transformer-XL's tok/s become segments/s: one sequence is one segment of tgt_len tokens
     for r in _shipped():
         if r["model"].startswith("transformer_xl"):
@@ -191,6 +193,9 @@ def test_names_match_the_zoo_and_the_catalog():
                                     "transformer_xl_large": "384"}[r["model"]]
         if r["model"] == "gnmt_v2":  # tokens a sentence pair adds to DLE's tok/s
             assert r["seq_len"] == "49" and "tokens a sentence pair" in r["notes"]
+        if r["model"] == "transformer_big":  # target tokens a pair adds to DLE's tok/s
+            assert r["seq_len"] == "31" and "tokens a sentence pair" in r["notes"]
+            assert int(r["batch_per_gpu"]) == round(int(r["tokens_per_gpu_batch"]) / 35.25)
     assert {r["precision"] for r in _shipped()} == {"fp32", "tf32", "amp"}
     for r in _shipped():
         assert r["precision"] != "tf32" or r["gpu"].startswith("A100")
@@ -221,8 +226,13 @@ def test_import_marks_rows_published_and_is_idempotent(tmp_path):
         assert a100["nodes"] == 1 and a100["extra"]["unit"] == "img/s"
         assert len({t["trial_key"] for t in trials}) == len(trials)
         big = [t for t in trials if t["model"] == "transformer_big"]
-        assert all(t["batch_per_gpu"] is None and t["extra"]["tokens_per_gpu_batch"] == 10240
-                   and t["extra"]["unit"] == "tok/s" for t in big)
+        assert len(big) == 20 and all(t["extra"]["unit"] == "tok/s" and t["seq_len"] == 31
+                                      for t in big)
+        (a100,) = [t for t in big if t["gpu_type"] == "A100-40GB" and t["gpus_per_node"] == 8
+                   and t["precision"] == "amp"]  # sentence pairs a second: tok/s over 31
+        assert a100["batch_per_gpu"] == 290 and a100["extra"]["tokens_per_gpu_batch"] == 10240
+        assert a100["throughput"] == pytest.approx(551599 / 31)
+        assert a100["extra"]["throughput_as_published"] == 551599
 
 
 def test_bad_published_file(tmp_path):
@@ -346,8 +356,12 @@ def test_a_tokens_per_second_figure_is_priced_as_sequences_of_its_workload():
     with pytest.raises(ValueError, match="tok/s figure of bert_large needs its seq_len"):
         trial_row({**squad, "unit": "tok/s", "seq_len": ""})
     # a model without a card (token batches, no sequence length) keeps its figure as published
-    transformer = next(r for r in rows if r["unit"] == "tok/s")
-    assert trial_row(transformer)["throughput"] == float(transformer["throughput"])
+    transformer = next(r for r in rows if r["model"] == "transformer_big")
+    cardless = {**transformer, "model": "a_model_without_a_card", "seq_len": ""}
+    assert trial_row(cardless)["throughput"] == float(transformer["throughput"])
+    # transformer_big's tok/s counts target tokens: 31 a sentence pair (its seq_len, a rate)
+    assert trial_row(transformer)["throughput"] == pytest.approx(
+        float(transformer["throughput"]) / 31)
 
 
 def test_another_benchmarks_figures_are_a_source_of_their_own(tmp_path):

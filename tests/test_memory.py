@@ -29,6 +29,8 @@ def model_memory(card, precision, optimizer, scale=1.0):
 def input_scale(row, card):
     if row["seq_len"]:
         return float(row["seq_len"]) / float(card["seq_len"])
+    if not row["image_size"]:  # a model without an input size (NCF: user-item pairs)
+        return 1.0
     return (float(row["image_size"]) / float(card["image_size"])) ** 2
 
 

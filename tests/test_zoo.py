@@ -110,8 +110,11 @@ def test_widese_gates_are_a_quarter_of_each_block_s_expanded_width():
 
 def test_entries_are_complete():
     for entry in zoo.ZOO.values():
-        assert entry.task in ("image", "text")
-        assert (entry.image_size is None) != (entry.seq_len is None)
+        assert entry.task in ("image", "text", "recommendation")
+        if entry.task == "recommendation":  # user-item pairs: no input size (NCF)
+            assert entry.image_size is None and entry.seq_len is None
+        else:
+            assert (entry.image_size is None) != (entry.seq_len is None)
         assert entry.samples_per_epoch > 0 and entry.epochs > 0 and entry.batch_per_gpu > 0
     r50 = zoo.resolve("resnet50")
     assert (r50.dataset, r50.samples_per_epoch, r50.epochs, r50.image_size) == (

@@ -136,7 +136,9 @@ def matched_card(row: dict[str, str], cards: dict[str, dict]) -> str | None:
     if model is None:
         return None
     card = cards[model]
-    column = "seq_len" if card["task"] == "text" else "image_size"
+    column = {"text": "seq_len", "image": "image_size"}.get(card["task"])
+    if column is None:  # a model without an input size (NCF) has one card
+        return model
     size = workload_seq_len(row) if column == "seq_len" else _int(row[column], column)
     if size is None or size == card[column]:
         return model

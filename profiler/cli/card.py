@@ -243,7 +243,7 @@ def _list(fmt: Format) -> None:
     rows = [{
         **{k: card.get(k) for k in LIST_WORKLOAD},
         "input": f"{card['image_size']}px" if card["task"] == "image" else
-                 f"{card['seq_len']} tokens",
+                 f"{card['seq_len']} tokens" if card["task"] == "text" else None,
         "params_m": round(card["params"] / 1e6, 1) if card.get("params") else None,
         "gflops_per_sample": round(card["flops_per_sample"] / 1e9, 2)
         if card.get("flops_per_sample") else None,
