@@ -113,11 +113,15 @@ TENSOR_CLASSES = ("matmul", "conv", "attention")  # what cuBLAS/cuDNN run on ten
 # utilize modern accelerators", Tan & Le, EfficientNetV2, ICML 2021), so what a depthwise
 # net's rows teach must not move the dense convolutions' or the element-wise kernels' terms.
 GROUPED_CLASSES = ("grouped_conv",)
-# On the FP32 cores cuDNN runs 3x3 stride-1 convolutions (the card's
-# `winograd_flops_per_sample`) with Winograd's minimal filtering, F(2x2,3x3): 16 multiplies
-# where a direct convolution makes 36 (Lavin & Gray, CVPR 2016), the transforms being cheap
-# additions. Tensor cores run them as implicit GEMMs at their full count.
-WINOGRAD_REDUCTION = 36 / 16
+# On the FP32 cores cuDNN runs stride-1 convolutions with fast algorithms: 3x3 ones (the
+# card's `winograd_flops_per_sample`) with Winograd's minimal filtering, F(2x2,3x3): 16
+# multiplies where a direct convolution makes 36 (Lavin & Gray, CVPR 2016), the transforms
+# being cheap additions; 5x5 ones (`conv5x5_flops_per_sample`) with FFT (cuDNN 3: "FFT
+# convolutions accelerate larger filter sizes (5x5 and better)") or non-fused Winograd,
+# counted at minimal filtering's F(2x2,5x5): 36 multiplies for a direct 100. Without them
+# AlexNet on a P100 would run above the FP32 peak. Tensor cores run both as implicit GEMMs
+# at their full count. Card column -> direct multiplies per fast-algorithm multiply.
+FAST_CONV_REDUCTION = {"winograd_flops_per_sample": 36 / 16, "conv5x5_flops_per_sample": 100 / 36}
 # PyTorch's defaults (since 1.12): torch.backends.cudnn.allow_tf32 = True, matmul TF32 off, so
 # `fp32` runs convolutions in TF32 on GPUs that have it and matrix products in FP32.
 FP32_DEFAULT_TF32_CLASSES = ("conv",)
@@ -312,10 +316,10 @@ def sustained_peaks(features: dict) -> tuple[np.ndarray, np.ndarray]:
 
 
 def winograd_spared(features: dict, n: int) -> np.ndarray:
-    """FLOPs a sample's 3x3 stride-1 convolutions spare on the FP32 cores, which run them with
-    Winograd's algorithm (`winograd_flops_per_sample`; 0 where the card has no split)."""
-    winograd = np.nan_to_num(_optional(features, "winograd_flops_per_sample", n))
-    return winograd * (1 - 1 / WINOGRAD_REDUCTION)
+    """FLOPs a sample's 3x3 and 5x5 stride-1 convolutions spare on the FP32 cores, which run
+    them with fast algorithms (FAST_CONV_REDUCTION; 0 where the card has no split)."""
+    return sum(np.nan_to_num(_optional(features, column, n)) * (1 - 1 / reduction)
+               for column, reduction in FAST_CONV_REDUCTION.items())
 
 
 def roofline_terms(features: dict) -> dict[str, np.ndarray]:
@@ -449,9 +453,9 @@ def peak_throughput(features: dict) -> np.ndarray:
     """Samples/s of the cluster if every FLOP ran at the datasheet peak of the fastest unit
     the precision may use (tensor cores, TF32 on GPUs that have it for the 32-bit ones):
     model FLOPs utilisation 100%, which no configuration reaches, so no prediction and no
-    interval may pass it. On the FP32 cores a 3x3 stride-1 convolution needs only Winograd's
-    share of its multiplies (VGG16 on a P100 runs at 1.35x the FP32 peak in direct-convolution
-    FLOPs), so the bound there counts its FLOPs as the step time does."""
+    interval may pass it. On the FP32 cores a 3x3 or 5x5 stride-1 convolution needs only a fast
+    algorithm's share of its multiplies (VGG16 on a P100 runs at 1.35x the FP32 peak in
+    direct-convolution FLOPs), so the bound there counts its FLOPs as the step time does."""
     half = is_in(features, "precision", HALF_PRECISIONS)
     tf32 = gpu_flag(features, "gpu_tf32")
     tensor = _arr(features, "gpu_tensor_tflops") * np.where(half, 1.0, np.where(tf32, 0.5, 0.0))

@@ -13,8 +13,9 @@ each class's time at max(FLOPs / peak of its unit, bytes / memory bandwidth) on 
 
 - `matmul`: dense matrix products (linear layers, attention projections, LM heads);
 - `conv`: dense convolutions (groups = 1), which cuDNN runs as implicit GEMMs; the FLOPs of
-  those with 3x3 kernels at stride 1 are also counted apart (`winograd_flops_per_sample`):
-  on the FP32 cores cuDNN runs them with Winograd's algorithm, which needs fewer multiplies;
+  those with 3x3 and with 5x5 kernels at stride 1 are also counted apart
+  (`winograd_flops_per_sample`, `conv5x5_flops_per_sample`): on the FP32 cores cuDNN runs
+  them with fast algorithms (Winograd's; FFT or Winograd for 5x5), which need fewer multiplies;
 - `grouped_conv`: depthwise convolutions (one input channel a group: MobileNet's, EfficientNet's,
   ConvNeXt's), which tensor cores barely help; a grouped convolution whose groups read several
   channels each (ResNeXt's 32 groups of 4 to 32) runs as a small implicit GEMM per group, and
@@ -35,7 +36,8 @@ from __future__ import annotations
 from gpuadvisor.cards import OPERATOR_CLASSES as CLASSES
 from profiler import zoo
 
-WINOGRAD = "winograd"  # the tally of Winograd-eligible convolutions, inside `conv`
+# The tallies of the convolutions fast algorithms take, by kernel size, inside `conv`.
+FAST_TALLIES = {3: "winograd", 5: "conv5x5"}
 
 _MATMUL = {"mm", "addmm", "bmm", "baddbmm", "_scaled_mm"}
 _CONV = {"convolution", "_convolution", "convolution_backward"}
@@ -84,15 +86,19 @@ def causal_fraction(func, args, kwargs) -> float:
     return (tiles + 1) / (2 * tiles)
 
 
-def winograd_eligible(name: str, args) -> bool:
-    """A dense convolution with a 3x3 kernel at stride 1 and no dilation: cuDNN's Winograd
-    algorithms take it (F(2x2,3x3) and F(4x4,3x3) tiles; Lavin & Gray, CVPR 2016)."""
+def fast_kernel_size(name: str, args) -> int | None:
+    """3 or 5 for a dense convolution with a 3x3 or 5x5 kernel at stride 1 and no dilation,
+    which cuDNN's fast algorithms take on FP32 cores: Winograd's for 3x3 (F(2x2,3x3) and
+    F(4x4,3x3) tiles; Lavin & Gray, CVPR 2016), FFT (cuDNN 3: "FFT convolutions accelerate
+    larger filter sizes (5x5 and better)") and non-fused Winograd for 5x5; else None."""
     if name not in _CONV or len(args) <= _GROUPS_ARG[name] or args[_GROUPS_ARG[name]] != 1:
-        return False
+        return None
     weight, stride = args[_WEIGHT_ARG[name]], args[_STRIDE_ARG[name]]
     dilation, transposed = args[_STRIDE_ARG[name] + 2], args[_STRIDE_ARG[name] + 3]
-    return (tuple(weight.shape[2:]) == (3, 3) and all(s == 1 for s in stride)
-            and all(d == 1 for d in dilation) and not transposed)
+    kernel = tuple(weight.shape[2:])
+    square = len(kernel) == 2 and kernel[0] == kernel[1] and kernel[0] in FAST_TALLIES
+    plain = all(s == 1 for s in stride) and all(d == 1 for d in dilation) and not transposed
+    return kernel[0] if square and plain else None
 
 
 def _tensor_bytes(values) -> int:
@@ -124,8 +130,8 @@ def operator_counter():
     class OperatorCounter(TorchDispatchMode):
         def __init__(self):
             super().__init__()
-            # class -> [FLOPs, bytes]; WINOGRAD -> [FLOPs of its convolutions, 0]
-            self.totals = {c: [0.0, 0.0] for c in (*CLASSES, WINOGRAD)}
+            # class -> [FLOPs, bytes]; a FAST_TALLIES one -> [FLOPs of its convolutions, 0]
+            self.totals = {c: [0.0, 0.0] for c in (*CLASSES, *FAST_TALLIES.values())}
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -142,8 +148,9 @@ def operator_counter():
             if kind == "attention":
                 flops *= causal_fraction(func, args, kwargs)
             self.totals[kind][0] += flops
-            if kind == "conv" and winograd_eligible(name, args):
-                self.totals[WINOGRAD][0] += flops
+            kernel = fast_kernel_size(name, args) if kind == "conv" else None
+            if kernel:
+                self.totals[FAST_TALLIES[kernel]][0] += flops
             self.totals[kind][1] += _tensor_bytes(args) + _tensor_bytes(kwargs) \
                 + _tensor_bytes(out)
             return out
@@ -168,7 +175,8 @@ def split_of(model, step) -> dict[str, int]:
     """The card columns of any model: per class, FLOPs and bytes per sample
     (`<class>_flops_per_sample`, `<class>_bytes_per_sample`), `step_bytes`, the traffic of
     a step that does not grow with the batch (weights read, weight gradients written), and
-    `winograd_flops_per_sample`, the part of the convolutions' FLOPs Winograd can take.
+    `winograd_flops_per_sample` and `conv5x5_flops_per_sample`, the parts of the convolutions'
+    FLOPs fast algorithms take (3x3 and 5x5 kernels at stride 1).
     `step(batch)` returns the loss of a forward pass at `batch` samples on the meta device."""
     one, two = trace(model, step, 1), trace(model, step, 2)
     out: dict[str, int] = {}
@@ -179,7 +187,8 @@ def split_of(model, step) -> dict[str, int]:
         out[f"{kind}_bytes_per_sample"] = round(per_sample)
         step_bytes += max(one[kind][1] - per_sample, 0.0)
     out["step_bytes"] = round(step_bytes)
-    out["winograd_flops_per_sample"] = round(two[WINOGRAD][0] - one[WINOGRAD][0])
+    for tally in FAST_TALLIES.values():
+        out[f"{tally}_flops_per_sample"] = round(two[tally][0] - one[tally][0])
     return out
 
 

@@ -38,13 +38,17 @@ def test_counts_a_linear_layer_and_a_relu_by_hand():
     assert totals["other"] == [3 * 20, 4 * 2 * 3 * 20]
 
 
-def test_winograd_counts_only_3x3_stride_1_dense_convolutions():
-    from profiler.operators import WINOGRAD, operator_counter
+def test_fast_algorithms_count_only_3x3_and_5x5_stride_1_dense_convolutions():
+    from profiler.operators import FAST_TALLIES, operator_counter
 
     with torch.device("meta"):
         x = torch.empty(2, 8, 16, 16)
         layers = {"3x3": torch.nn.Conv2d(8, 8, 3, padding=1),
+                  "5x5": torch.nn.Conv2d(8, 8, 5, padding=2),
                   "3x3 stride 2": torch.nn.Conv2d(8, 8, 3, stride=2, padding=1),
+                  "5x5 dilated": torch.nn.Conv2d(8, 8, 5, padding=4, dilation=2),
+                  "7x7": torch.nn.Conv2d(8, 8, 7, padding=3),
+                  "1x5": torch.nn.Conv2d(8, 8, (1, 5), padding=(0, 2)),
                   "1x1": torch.nn.Conv2d(8, 8, 1),
                   "depthwise 3x3": torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)}
     counted = {}
@@ -52,11 +56,15 @@ def test_winograd_counts_only_3x3_stride_1_dense_convolutions():
         counter = operator_counter()
         with counter:
             layer(x).sum().backward()
-        counted[name] = (counter.totals["conv"][0], counter.totals[WINOGRAD][0])
-    conv, winograd = counted["3x3"]
-    assert conv > 0 and winograd == conv  # forward and both backward convolutions
-    assert counted["3x3 stride 2"][1] == counted["1x1"][1] == 0
-    assert counted["depthwise 3x3"] == (0, 0)  # grouped: another class
+        counted[name] = (counter.totals["conv"][0],
+                         *(counter.totals[tally][0] for tally in FAST_TALLIES.values()))
+    conv, three, five = counted["3x3"]
+    assert conv > 0 and three == conv and five == 0  # forward and both backward convolutions
+    conv, three, five = counted["5x5"]
+    assert conv > 0 and five == conv and three == 0
+    for other in ("3x3 stride 2", "5x5 dilated", "7x7", "1x5", "1x1"):
+        assert counted[other][0] > 0 and counted[other][1:] == (0, 0), other
+    assert counted["depthwise 3x3"] == (0, 0, 0)  # grouped: another class
 
 
 @pytest.mark.parametrize("seq_len", [128, 256, 1000])

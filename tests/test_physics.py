@@ -233,7 +233,7 @@ def test_peak_throughput_is_the_datasheet_peak_of_the_fastest_unit():
     # reaches 1.35x a P100's FP32 peak in direct-convolution FLOPs): the bound counts them so
     all_winograd = {"winograd_flops_per_sample": 1e9}
     assert mfu_one(gpus_per_node=8, precision="fp32", gpu="V100", **all_winograd) == \
-        pytest.approx(15.7e12 * physics.WINOGRAD_REDUCTION)
+        pytest.approx(15.7e12 * 36 / 16)
     # tensor cores run implicit GEMMs: the 16-bit bound stays the datasheet's
     assert mfu_one(gpus_per_node=8, precision="amp", gpu="V100", **all_winograd) == \
         pytest.approx(125e12)
@@ -270,3 +270,17 @@ def test_winograd_spares_fp32_multiplies_not_tensor_core_ones():
     amp = terms(gpu="V100", precision="amp", params=0.0, **card)
     assert amp["conv_tensor"] == pytest.approx(
         terms(gpu="V100", precision="amp", params=0.0, **plain)["conv_tensor"])
+
+
+def test_5x5_convolutions_are_priced_at_minimal_filtering_multiplies_on_fp32_cores():
+    card = split_card(conv=(1e9, 0.0)) | {"winograd_flops_per_sample": 0.2e9,
+                                          "conv5x5_flops_per_sample": 0.5e9}
+    plain = split_card(conv=(1e9, 0.0))
+    direct = terms(gpu="P100", precision="fp32", params=0.0, **plain)["conv_fp32"]
+    # F(2x2,3x3): 16 multiplies for 36; F(2x2,5x5): 36 for 100; the rest at full count
+    assert terms(gpu="P100", precision="fp32", params=0.0, **card)["conv_fp32"] == \
+        pytest.approx(direct * (0.3 + 0.2 * 16 / 36 + 0.5 * 36 / 100))
+    # an older card without the 5x5 column keeps pricing them at the direct count
+    older = terms(gpu="P100", precision="fp32", params=0.0,
+                  **split_card(conv=(1e9, 0.0)) | {"winograd_flops_per_sample": 0.2e9})
+    assert older["conv_fp32"] == pytest.approx(direct * (0.8 + 0.2 * 16 / 36))
