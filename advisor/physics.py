@@ -117,10 +117,11 @@ GROUPED_CLASSES = ("grouped_conv",)
 # card's `winograd_flops_per_sample`) with Winograd's minimal filtering, F(2x2,3x3): 16
 # multiplies where a direct convolution makes 36 (Lavin & Gray, CVPR 2016), the transforms
 # being cheap additions; 5x5 ones (`conv5x5_flops_per_sample`) with FFT (cuDNN 3: "FFT
-# convolutions accelerate larger filter sizes (5x5 and better)") or non-fused Winograd,
-# counted at minimal filtering's F(2x2,5x5): 36 multiplies for a direct 100. Without them
-# AlexNet on a P100 would run above the FP32 peak. Tensor cores run both as implicit GEMMs
-# at their full count. Card column -> direct multiplies per fast-algorithm multiply.
+# convolutions accelerate larger filter sizes (5x5 and better)"), whose cost does not grow
+# with the kernel, counted here at minimal filtering's F(2x2,5x5): 36 multiplies for a
+# direct 100, the same accounting as the 3x3 ones'. Without them AlexNet on a P100 would run
+# above the FP32 peak. Tensor cores run both as implicit GEMMs at their full count.
+# Card column -> direct multiplies per fast-algorithm multiply.
 FAST_CONV_REDUCTION = {"winograd_flops_per_sample": 36 / 16, "conv5x5_flops_per_sample": 100 / 36}
 # PyTorch's defaults (since 1.12): torch.backends.cudnn.allow_tf32 = True, matmul TF32 off, so
 # `fp32` runs convolutions in TF32 on GPUs that have it and matrix products in FP32.

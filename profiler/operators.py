@@ -15,7 +15,7 @@ each class's time at max(FLOPs / peak of its unit, bytes / memory bandwidth) on 
 - `conv`: dense convolutions (groups = 1), which cuDNN runs as implicit GEMMs; the FLOPs of
   those with 3x3 and with 5x5 kernels at stride 1 are also counted apart
   (`winograd_flops_per_sample`, `conv5x5_flops_per_sample`): on the FP32 cores cuDNN runs
-  them with fast algorithms (Winograd's; FFT or Winograd for 5x5), which need fewer multiplies;
+  them with fast algorithms (Winograd's for 3x3, FFT for 5x5), which need fewer multiplies;
 - `grouped_conv`: depthwise convolutions (one input channel a group: MobileNet's, EfficientNet's,
   ConvNeXt's), which tensor cores barely help; a grouped convolution whose groups read several
   channels each (ResNeXt's 32 groups of 4 to 32) runs as a small implicit GEMM per group, and
@@ -90,7 +90,7 @@ def fast_kernel_size(name: str, args) -> int | None:
     """3 or 5 for a dense convolution with a 3x3 or 5x5 kernel at stride 1 and no dilation,
     which cuDNN's fast algorithms take on FP32 cores: Winograd's for 3x3 (F(2x2,3x3) and
     F(4x4,3x3) tiles; Lavin & Gray, CVPR 2016), FFT (cuDNN 3: "FFT convolutions accelerate
-    larger filter sizes (5x5 and better)") and non-fused Winograd for 5x5; else None."""
+    larger filter sizes (5x5 and better)") for 5x5; else None."""
     if name not in _CONV or len(args) <= _GROUPS_ARG[name] or args[_GROUPS_ARG[name]] != 1:
         return None
     weight, stride = args[_WEIGHT_ARG[name]], args[_STRIDE_ARG[name]]
