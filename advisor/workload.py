@@ -18,7 +18,7 @@ import numpy as np
 
 from advisor.errors import ParameterError
 from advisor.memory import ModelMemory, optimizer_for
-from gpuadvisor.cards import base_model, card_name, matching_card
+from gpuadvisor.cards import INPUT_SIZE, base_model, card_name, matching_card
 from gpuadvisor.vocab import BATCH_POLICIES, VocabError, check_precision
 
 # Token counts as people write them: 20B, 1.5T, 500M, 300k (decimal, as LLM papers count).
@@ -241,16 +241,16 @@ def _token_samples(card, tokens: float, steps, epochs, samples) -> int:
 def _card_at_size(cards, card, *, seq_len: int | None, image_size: int | None):
     """`card`'s model at the input size asked for: the card of that size (model@size) or
     the default card when it has that size; WorkloadError naming the command that makes it."""
-    for key, size, task in (("seq_len", seq_len, "text"), ("image_size", image_size, "image")):
+    for key, size in (("seq_len", seq_len), ("image_size", image_size)):
         if size is None:
             continue
         flag = key.replace("_", "-")
         if size <= 0:
             raise WorkloadError(f"{key} must be positive, got {size}", key)
-        if card["task"] not in ("image", "text"):  # NCF: user-item pairs
+        if card["task"] not in INPUT_SIZE:  # NCF: user-item pairs
             raise WorkloadError(f"{card['model']} is {_kind(card)} and takes no input size: "
                                 f"leave out {key}", key)
-        if card["task"] != task:
+        if INPUT_SIZE[card["task"]] != key:
             other = "image_size" if key == "seq_len" else "seq_len"
             raise WorkloadError(f"{card['model']} is {_kind(card)}: give {other}, not {key}",
                                 key)

@@ -41,7 +41,9 @@ INT_COLUMNS = {"samples_per_epoch", "epochs", "image_size", "seq_len", "batch_pe
                "activation_bytes_per_sample", *OPERATOR_COLUMNS}
 
 
-TASKS = ("image", "text", "recommendation")  # recommendation: no input size (NCF)
+# A task's input-size column; a recommendation model (NCF: user-item pairs) has none.
+INPUT_SIZE = {"image": "image_size", "text": "seq_len"}
+TASKS = (*INPUT_SIZE, "recommendation")
 # What a card must say for the advisor to plan with it; the rest may be empty.
 REQUIRED = ["model", "task", "batch_per_gpu", "params", "gradient_bytes", "flops_per_sample",
             "activation_bytes_per_sample"]
@@ -60,7 +62,7 @@ def check_input_size(task: str, what: str, image_size: int | None,
     """`image_size` goes with image models, `seq_len` with text models, neither with a
     recommendation model; CardError naming the parameter to use or leave out otherwise
     (`what`: the model or file the card is of)."""
-    if task not in ("image", "text") and (image_size or seq_len):
+    if task not in INPUT_SIZE and (image_size or seq_len):
         given = "image_size" if image_size else "seq_len"
         raise CardError(f"{what} is a {task} model and takes no input size: leave out {given}",
                         given)

@@ -17,6 +17,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
+from gpuadvisor.cards import INPUT_SIZE
 from gpuadvisor.errors import GpuAdvisorError
 
 IMAGENET_TRAIN = 1_281_167  # ILSVRC-2012 training images
@@ -287,7 +288,7 @@ def check_fixed_input(entry: ZooEntry, image_size: int | None, seq_len: int | No
     lengths, which are its dataset's), or any input size where it has none (NCF's)."""
     if not getattr(_torch_built_class(entry), "FIXED_INPUT_SIZE", False):
         return
-    if entry.task not in ("image", "text"):  # a recommendation model: user-item pairs
+    if entry.task not in INPUT_SIZE:  # a recommendation model: user-item pairs
         asked = "--image-size" if image_size else "--seq-len" if seq_len else None
         if asked:
             raise FixedInputError(f"{entry.name} is a {entry.task} model and takes no input "

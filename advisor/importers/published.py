@@ -31,7 +31,7 @@ from typing import Any
 from advisor.importers import ImportDataError, ImportResult, already_imported, fingerprint
 from cloud.gpus import gpu_spec
 from gpuadvisor import data
-from gpuadvisor.cards import card_name, load_cards, matching_card
+from gpuadvisor.cards import INPUT_SIZE, card_name, load_cards, matching_card
 from gpuadvisor.store import Store
 from gpuadvisor.textfile import unreadable
 from gpuadvisor.vocab import PUBLISHED_SOURCE
@@ -136,7 +136,7 @@ def matched_card(row: dict[str, str], cards: dict[str, dict]) -> str | None:
     if model is None:
         return None
     card = cards[model]
-    column = {"text": "seq_len", "image": "image_size"}.get(card["task"])
+    column = INPUT_SIZE.get(card["task"])
     if column is None:  # a model without an input size (NCF) has one card
         return model
     size = workload_seq_len(row) if column == "seq_len" else _int(row[column], column)
