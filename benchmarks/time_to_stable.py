@@ -1,9 +1,10 @@
 """How long a trial needs, on this machine, before its throughput figure is stable: for each
-model and batch, the worker (in this process, a gloo group of one) trains until the 95%
-interval of its throughput is within the tolerance, or gives up at --max-seconds.
+model and batch, the worker (in this process, a group of one: NCCL on a GPU when torch sees
+one, else gloo) trains until the 95% interval of its throughput is within the tolerance, or
+gives up at --max-seconds.
 
     .venv/bin/python benchmarks/time_to_stable.py [--workloads mobilenet_v2:16:4,resnet18:32:4]
-        [--tolerance 0.02] [--max-seconds 90] [--threads 1]
+        [--tolerance 0.02] [--max-seconds 90] [--threads 1] [--precision fp32]
 
 A workload is MODEL:IMAGE_SIZE_OR_SEQ_LEN:BATCH. Printed per workload: seconds from the first
 step to the verdict, warm-up steps, measured steps, whether the tolerance was met, the interval
@@ -26,6 +27,7 @@ def measure(model: str, size: int, batch: int, args, sink: str) -> dict:
     sizes = {"image_size": size} if zoo.resolve(model).task == "image" else {"seq_len": size}
     config = worker.WorkerConfig(model=model, batch_per_gpu=batch, **sizes, sink=sink,
                                  cluster=f"{model}-{size}-{batch}", tolerance=args.tolerance,
+                                 precision=args.precision,
                                  max_seconds=args.max_seconds)
     records = worker.run_here(config)
     (first,) = [r for r in records if r["type"] == "first_step"]
@@ -40,6 +42,7 @@ def main() -> None:
     parser.add_argument("--tolerance", type=float, default=0.02)
     parser.add_argument("--max-seconds", type=float, default=90)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--precision", default="fp32", help="fp32 | tf32 | amp | bf16")
     args = parser.parse_args()
     import torch
 

@@ -214,6 +214,7 @@ class Trainer:
         if self.cuda:
             torch.cuda.set_device(self.local_rank)
             self.device = torch.device("cuda", self.local_rank)
+            torch.cuda.reset_peak_memory_stats()  # an earlier run in this process is not ours
         else:
             self.device = torch.device("cpu")
         backend = "nccl" if self.cuda else "gloo"
@@ -236,7 +237,10 @@ class Trainer:
         torch, c = self.torch, self.config
         torch.manual_seed(c.seed)
         self.zoo.resolve(c.model)
-        model = self.zoo.build_model(c.model, image_size=c.image_size, seq_len=c.seq_len)
+        # Built where it trains: initialising a billion parameters on the GPU takes a
+        # fraction of the CPU's time, which counts in the time to first step.
+        with torch.device(self.device):
+            model = self.zoo.build_model(c.model, image_size=c.image_size, seq_len=c.seq_len)
         self.module = model.to(self.device)
         self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         # gpuadvisor.vocab.PRECISION_MEANING: fp32 is PyTorch's default (convolutions in TF32
@@ -244,6 +248,9 @@ class Trainer:
         # compute plain FP32).
         torch.backends.cuda.matmul.allow_tf32 = c.precision == "tf32"
         torch.backends.cudnn.allow_tf32 = True
+        # Fixed input shapes, as tuned training sets it (NVIDIA's DeepLearningExamples do):
+        # cuDNN times its algorithms in the first steps, which the warm-up cut then skips.
+        torch.backends.cudnn.benchmark = self.cuda
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=c.precision == "amp")
         generator = torch.Generator().manual_seed(c.seed + self.rank)
         self.batch = self.zoo.synthetic_batch(c.model, c.batch_per_gpu, self.device, c.image_size,

@@ -1,0 +1,83 @@
+"""Measured GPU trials against what the advisor predicts for exactly those configurations:
+throughput from a fitted artifact, through the one feature path that fit, evaluate and
+recommend share (advisor.features.trial_features), on the reference PyTorch stack as
+`recommend` predicts it; and the memory estimate (advisor/memory.py) against the peaks the
+worker measured (torch.cuda.max_memory_allocated / _reserved).
+
+    PYTHONPATH=. .venv/bin/python benchmarks/measured_vs_predicted.py \\
+        datasets/measurements/h200.json [--artifact datasets/model_artifact.json]
+
+Run it before a GPU's rows join the fit for a true cross-GPU test (the artifact has never
+seen the GPU); after the refit the same rows are in-sample and read `measured`. The memory
+estimate is taken for the optimizer the worker trains with (SGD with momentum) and without
+the CUDA context and cuDNN/cuBLAS workspaces, which torch's peaks do not count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+
+from advisor.artifact import load_artifact
+from advisor.features import model_features, trial_features
+from advisor.memory import ALLOCATOR_MARGIN, NONE, ModelMemory, sample_mib, state_mib
+from gpuadvisor.cards import load_cards
+
+WORKER_OPTIMIZER = "sgd"  # profiler/worker.py trains every model with SGD + momentum
+MIB = 2.0**20
+
+
+def estimated_tensors_mib(card: dict, precision: str, batch: int) -> float:
+    """The estimate of what torch allocates (advisor/memory.py less context and workspace)."""
+    model = ModelMemory(float(card["params"]), float(card["gradient_bytes"]),
+                        float(card["activation_bytes_per_sample"]), precision,
+                        WORKER_OPTIMIZER, float(card["tensors"]))
+    return ALLOCATOR_MARGIN * (float(state_mib(model, NONE, 1)) + batch * sample_mib(model, NONE))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("measurements", type=Path, help="exchange JSON (profiler runs "
+                        "--format json)")
+    parser.add_argument("--artifact", help="fitted artifact (default: the shipped one)")
+    args = parser.parse_args()
+    trials = [t for t in json.loads(args.measurements.read_text())
+              if t["status"] == "finished" and t.get("gpu_type") and t.get("throughput")]
+    cards = load_cards()
+    features, kept, skipped = trial_features(trials, model_features())
+    for reason, count in skipped.items():
+        print(f"skipped {count}: {reason}")
+    prediction = load_artifact(args.artifact).predict("throughput", features)
+    print(f"{'model':<18}{'gpu':<6}{'prec':<5}{'batch':>6}{'measured':>10}{'predicted':>10}"
+          f"{'ratio':>7}  {'90% interval':<16}{'provenance':<13}{'alloc GiB':>10}{'est GiB':>8}"
+          f"{'est/alloc':>10}{'resv GiB':>9}")
+    ratios, inside, memory = [], [], {}
+    for i, t in enumerate(kept):
+        value, lo, hi = (float(prediction.value[i]), float(prediction.lo[i]),
+                         float(prediction.hi[i]))
+        ratios.append(value / t["throughput"])
+        inside.append(lo <= t["throughput"] <= hi)
+        est = estimated_tensors_mib(cards[t["model"]], t["precision"], t["batch_per_gpu"]) / 1024
+        alloc = t["peak_allocated_bytes"] / MIB / 1024
+        memory.setdefault(t["model"], []).append(est / alloc)
+        print(f"{t['model']:<18}{t['gpu_type']:<6}{t['precision']:<5}{t['batch_per_gpu']:>6}"
+              f"{t['throughput']:>10,.0f}{value:>10,.0f}{ratios[-1]:>7.2f}  "
+              f"{f'{lo:,.0f}-{hi:,.0f}':<16}{prediction.provenance[i]:<13}{alloc:>10.2f}"
+              f"{est:>8.2f}{est / alloc:>10.2f}{t['peak_reserved_bytes'] / MIB / 1024:>9.2f}")
+    ratios = np.array(ratios)
+    print(f"\nthroughput over {len(ratios)} trials: MAPE {np.mean(np.abs(ratios - 1)) * 100:.1f}%,"
+          f" predicted/measured median {np.median(ratios):.2f} (range {ratios.min():.2f}-"
+          f"{ratios.max():.2f}), 90% intervals cover {np.mean(inside) * 100:.0f}%")
+    print("memory estimate / measured peak allocated, per model: " + ", ".join(
+        f"{m} {np.mean(v):.2f}" for m, v in memory.items()))
+
+
+if __name__ == "__main__":
+    main()
