@@ -120,11 +120,17 @@ def sample_mib(model: ModelMemory, remedy: Remedy) -> float:
     return saved * (1.0 + ACTIVATION_GRADIENT_PEAK) / MIB
 
 
+def allocated_mib(model: ModelMemory, remedy: Remedy, micro_batch, workers=1) -> np.ndarray:
+    """MiB of tensors at the step's peak, the allocator's margin included: what
+    torch.cuda.max_memory_allocated reports (no CUDA context, no cuDNN/cuBLAS workspace)."""
+    tensors = state_mib(model, remedy, workers) + np.asarray(micro_batch) * sample_mib(
+        model, remedy)
+    return ALLOCATOR_MARGIN * tensors
+
+
 def need_mib(model: ModelMemory, remedy: Remedy, micro_batch, workers=1) -> np.ndarray:
     """MiB one GPU needs to train `micro_batch` samples per micro-step."""
-    allocated = state_mib(model, remedy, workers) + np.asarray(micro_batch) * sample_mib(
-        model, remedy)
-    return CUDA_CONTEXT_MIB + WORKSPACE_MIB + ALLOCATOR_MARGIN * allocated
+    return CUDA_CONTEXT_MIB + WORKSPACE_MIB + allocated_mib(model, remedy, micro_batch, workers)
 
 
 def largest_micro_batch(model: ModelMemory, remedy: Remedy, usable_mib, workers=1) -> np.ndarray:

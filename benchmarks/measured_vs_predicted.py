@@ -26,7 +26,7 @@ import numpy as np
 
 from advisor.artifact import load_artifact
 from advisor.features import model_features, trial_features
-from advisor.memory import ALLOCATOR_MARGIN, NONE, ModelMemory, sample_mib, state_mib
+from advisor.memory import NONE, ModelMemory, allocated_mib
 from gpuadvisor.cards import load_cards
 
 WORKER_OPTIMIZER = "sgd"  # profiler/worker.py trains every model with SGD + momentum
@@ -34,11 +34,11 @@ MIB = 2.0**20
 
 
 def estimated_tensors_mib(card: dict, precision: str, batch: int) -> float:
-    """The estimate of what torch allocates (advisor/memory.py less context and workspace)."""
+    """The estimate of what torch allocates at the peak of the worker's step."""
     model = ModelMemory(float(card["params"]), float(card["gradient_bytes"]),
                         float(card["activation_bytes_per_sample"]), precision,
                         WORKER_OPTIMIZER, float(card["tensors"]))
-    return ALLOCATOR_MARGIN * (float(state_mib(model, NONE, 1)) + batch * sample_mib(model, NONE))
+    return float(allocated_mib(model, NONE, batch))
 
 
 def main() -> None:
@@ -66,7 +66,10 @@ def main() -> None:
         inside.append(lo <= t["throughput"] <= hi)
         est = estimated_tensors_mib(cards[t["model"]], t["precision"], t["batch_per_gpu"]) / 1024
         alloc = t["peak_allocated_bytes"] / MIB / 1024
-        memory.setdefault(t["model"], []).append(est / alloc)
+        # At fp32 and tf32 cuDNN's autotuning allocates transient workspaces: kept apart.
+        autotuned = t["precision"] in ("fp32", "tf32")
+        memory.setdefault(t["model"] + (f" {t['precision']}" if autotuned else ""),
+                          []).append(est / alloc)
         print(f"{t['model']:<18}{t['gpu_type']:<6}{t['precision']:<5}{t['batch_per_gpu']:>6}"
               f"{t['throughput']:>10,.0f}{value:>10,.0f}{ratios[-1]:>7.2f}  "
               f"{f'{lo:,.0f}-{hi:,.0f}':<16}{prediction.provenance[i]:<13}{alloc:>10.2f}"

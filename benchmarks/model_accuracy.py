@@ -16,7 +16,8 @@ hi/lo).
    (container, framework) measured it; a held-out row is predicted with its stack's fitted
    effect where the training fold saw that stack (or 2+ stacks of its framework), else for
    the reference PyTorch stack. The fitted stack effects of the whole data are printed.
-3. Across sources: CM-DARE's and the published figures in one store, each held out in turn
+3. Across sources: CM-DARE's data, the published figures and this project's own GPU
+   measurements (datasets/measurements, source `local`) in one store, each held out in turn
    (`advisor evaluate --split source`).
 4. The shipped artifact's speed: `Artifact.predict` over 100,000 candidates.
 
@@ -138,13 +139,18 @@ def published(tmp: Path) -> None:
 
 def sources(tmp: Path) -> None:
     from advisor.importers.published import import_published
+    from advisor.importers.runs import import_runs
+    from gpuadvisor import data
 
-    print("Across sources (CM-DARE's data and the published figures), one held out at a time:")
+    print("Across sources (CM-DARE's data, the published figures and this project's own GPU "
+          "measurements, datasets/measurements), one held out at a time:")
     store = tmp / "sources.db"
     if not import_cmdare(store):
         return
     with Store(store) as db:
         import_published(db)
+        for path in sorted(data.shipped("measurements").glob("*.json")):
+            import_runs(path, db)  # CPU-only trials have no GPU features and are skipped
     report("leave one source out", store, "source")
 
 

@@ -94,6 +94,7 @@ def trial_row(model: str, batch: int, precision: str, result: dict | None,
             "gpu_type": gpu, "gpus_per_node": 1, "nodes": 1, "sync": "allreduce",
             "spot": 0, "price_per_node_hour": 0.0, "model": model, "batch_per_gpu": batch,
             "precision": precision, "image_size": entry.image_size, "seq_len": entry.seq_len,
+            "time_to_first_step": None,
             "extra": {**row.get("extra", {}), "benchmark": "benchmarks/zoo_on_gpu.py",
                       "first_step_in_process_s": first_step_s}}
 

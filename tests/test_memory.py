@@ -2,6 +2,7 @@
 (datasets/published_batches.csv), and each remedy's effect."""
 
 import csv
+import json
 
 import numpy as np
 import pytest
@@ -110,3 +111,22 @@ def test_every_shipped_measurement_ran_at_a_batch_the_estimate_fits(row):
     # memory is what they differ in.
     gpu = "V100-32GB" if "32G" in row["gpu_as_published"] else row["gpu"]
     assert float(need_mib(model, NONE, int(row["batch_per_gpu"]))) <= gpu_spec(gpu).memory_mib
+
+
+def h200_trials():
+    path = data.shipped("measurements") / "h200.json"
+    return [t for t in json.loads(path.read_text())
+            if t["status"] == "finished" and t["precision"] in ("amp", "bf16")]
+
+
+@pytest.mark.parametrize("trial", h200_trials(), ids=lambda t: "-".join(
+    (t["model"], t["precision"], str(t["batch_per_gpu"]))))
+def test_the_estimated_tensors_match_the_peaks_measured_on_an_h200(trial):
+    """torch.cuda.max_memory_allocated of the worker's trials (datasets/measurements/h200.json,
+    SGD with momentum, autocast) against the estimate without context and workspaces. fp32 and
+    tf32 trials are left out: their peaks include cuDNN's transient autotuning workspaces."""
+    card = load_cards()[trial["model"]]
+    estimate = memory.allocated_mib(model_memory(card, trial["precision"], "sgd"), NONE,
+                                    trial["batch_per_gpu"])
+    measured = trial["peak_allocated_bytes"] / 2**20
+    assert 0.85 < estimate / measured < 1.15

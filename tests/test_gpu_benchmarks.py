@@ -1,0 +1,56 @@
+"""The parts of the GPU benchmarks that need no GPU: the zoo scan's plan and the trial rows it
+stores (benchmarks/zoo_on_gpu.py), and the cross-GPU comparison on the shipped H200 trials
+(benchmarks/measured_vs_predicted.py)."""
+
+import importlib.util
+import subprocess
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def benchmark(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_zoo_scan_runs_pass_by_pass_and_leaves_out_what_cannot_fit_one_gpu():
+    scan = benchmark("zoo_on_gpu")
+    plan = scan.plan(Namespace(models="resnet50,bert_base", precisions="bf16,amp,tf32",
+                               batch_fractions="1,0.5"))
+    passes = [(batch, precision) for model, batch, precision in plan if model == "resnet50"]
+    assert passes == [(256, "bf16"), (256, "amp"), (128, "bf16"), (256, "tf32"), (128, "amp"),
+                      (128, "tf32")]
+    assert [m for m, _, _ in plan[:2]] == ["resnet50", "bert_base"]  # a pass covers every model
+    everything = scan.plan(Namespace(models="", precisions="bf16", batch_fractions="1"))
+    assert {"llama_8b", "llama_70b"}.isdisjoint(m for m, _, _ in everything)
+    assert ("ncf", 131072, "bf16") in everything
+
+
+def test_a_scan_row_is_a_local_trial_without_a_start_up_figure():
+    scan = benchmark("zoo_on_gpu")
+    result = {"throughput": 2426.9, "throughput_lo": 2426.7, "throughput_hi": 2427.1,
+              "world_size": 1, "device": "NVIDIA H200", "global_step": 70,
+              "time_to_first_step": 4.3, "peak_allocated_bytes": 1 << 33, "stable": True}
+    row = scan.trial_row("resnet50", 256, "bf16", result, None)
+    assert (row["status"], row["gpu_type"], row["source"], row["image_size"]) == \
+        ("finished", "H200", "local", 224)
+    assert row["time_to_first_step"] is None
+    assert row["extra"]["first_step_in_process_s"] == 4.3
+    failed = scan.trial_row("bert_base", 32, "amp", None, "out of memory: CUDA out of memory")
+    assert (failed["status"], failed["seq_len"], failed["throughput"] if "throughput" in failed
+            else None) == ("failed", 128, None)
+
+
+def test_the_shipped_artifact_answers_the_h200_trials_with_their_measurements():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "measured_vs_predicted.py"),
+         str(ROOT / "datasets" / "measurements" / "h200.json")],
+        capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    rows = [line for line in out.splitlines() if " H200 " in line]
+    assert len(rows) == 11 and all(" measured " in line and " 1.00 " in line for line in rows)
+    assert "MAPE 0.0%" in out
