@@ -323,6 +323,10 @@ def assumptions() -> dict:
         "revocation_cost": "the replacement's startup_s + recovery_s (rejoin), the whole "
                            "cluster waiting, + work since the last checkpoint",
         "sync": "allreduce (DDP)",
+        "throughput_reference": "NVIDIA's tuned PyTorch containers (DeepLearningExamples: "
+                                "DALI, channels-last, fused kernels), the fit's reference "
+                                "stack; plain eager PyTorch can run convolution nets well "
+                                "below it (datasets/measurements/h200.json)",
         "optimizer_state_bytes_per_param": memory.OPTIMIZER_STATE_BYTES,
         "memory_reserve_mib": memory.CUDA_CONTEXT_MIB + memory.WORKSPACE_MIB,
         "activation_checkpointing_compute": round(memory.CHECKPOINT_COMPUTE_FACTOR, 3),
