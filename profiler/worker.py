@@ -237,8 +237,8 @@ class Trainer:
         torch, c = self.torch, self.config
         torch.manual_seed(c.seed)
         self.zoo.resolve(c.model)
-        # Built where it trains: initialising a billion parameters on the GPU takes a
-        # fraction of the CPU's time, which counts in the time to first step.
+        # Built where it trains: the weights are initialised on the GPU, not on the CPU and
+        # then copied over (both count in the time to first step).
         with torch.device(self.device):
             model = self.zoo.build_model(c.model, image_size=c.image_size, seq_len=c.seq_len)
         self.module = model.to(self.device)
