@@ -7,6 +7,10 @@ them all). A state directory (one JSON file per live node) lets `leftovers` and 
 work from another process after a crash. A revocation is a SIGKILL of every process of the
 node at once, as a VM that vanishes.
 
+Nodes with GPUs (`gpus_per_node`) each get GPUs of their own through CUDA_VISIBLE_DEVICES,
+node i the i-th block of the GPUs this process sees (NCCL refuses two ranks on one GPU); a
+replacement takes the block of the node it replaces.
+
 A node dies with the process that launched it: on Linux the kernel sends its agent SIGKILL
 when the launching thread ends (PR_SET_PDEATHSIG), the agent's torchrun and workers follow
 the same way, so a `kill -9` of the sweep leaves nothing running. `profiler cleanup
@@ -48,6 +52,24 @@ DEFAULT_STATE_DIR = Path.home() / ".cache" / "gpu-advisor" / "local"
 NODE_ID_ENV = "GPUADVISOR_NODE_ID"
 AGENT_COMMAND = (sys.executable, "-m", "profiler.agent")
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use: CUDA_VISIBLE_DEVICES where set, else the indexes
+    `nvidia-smi -L` lists (none where it is missing or fails)."""
+    given = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if given is not None:
+        return [g.strip() for g in given.split(",") if g.strip()]
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return []
+    try:
+        listing = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30,
+                                 check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.split(":")[0].split()[1] for line in listing.splitlines()
+            if line.startswith("GPU ")]
 
 
 class LocalProvider(Provider):
@@ -182,6 +204,20 @@ class LocalProvider(Provider):
                                 "use revocation: in the spec to revoke nodes")
         if spec.gpus_per_node and not self.supports(FEATURE_GPU):
             raise ProviderError("this machine has no NVIDIA GPU; set gpus_per_node: 0")
+        if spec.gpus_per_node:
+            gpus, needed = visible_gpus(), spec.nodes * spec.gpus_per_node
+            if needed > len(gpus):
+                raise ProviderError(
+                    f"{spec.nodes} local node(s) x {spec.gpus_per_node} GPU(s) need {needed} "
+                    f"GPUs, and this machine shows {len(gpus)} ({', '.join(gpus) or 'none'}); "
+                    "lower nodes or gpus_per_node (local nodes cannot share a GPU under NCCL)")
+
+    def _gpus_of(self, spec: ClusterSpec, index: int) -> dict[str, str]:
+        """Node `index`'s block of this machine's GPUs, as CUDA_VISIBLE_DEVICES."""
+        if not spec.gpus_per_node:
+            return {}
+        block = visible_gpus()[index * spec.gpus_per_node:(index + 1) * spec.gpus_per_node]
+        return {"CUDA_VISIBLE_DEVICES": ",".join(block)}
 
     def _command(self, cluster_dir: Path, index: int) -> list[str]:
         return [*self.agent_command, "--config", str(cluster_dir / f"agent-{index}.json")]
@@ -189,7 +225,7 @@ class LocalProvider(Provider):
     def _env(self, spec: ClusterSpec, index: int, node_id: str) -> dict[str, str]:
         labels = {f"GPUADVISOR_{k.split('-', 1)[1].upper()}": v
                   for k, v in spec.labels(index).items()}
-        return {**labels, NODE_ID_ENV: node_id}
+        return {**labels, **self._gpus_of(spec, index), NODE_ID_ENV: node_id}
 
     def _agent_config(self, spec: ClusterSpec, index: int, endpoint: str) -> dict[str, Any]:
         return {**spec.agent_config, "cluster": spec.cluster, "node": index,

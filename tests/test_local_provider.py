@@ -164,3 +164,30 @@ def test_a_revocation_is_reported_even_after_terminate_and_relaunch(provider):
     events = [e for e in provider.poll_events(spec.cluster) if e.node_id == nodes[1].id]
     assert [e.kind for e in events] == ["preempted"]
     assert before <= events[0].at <= after
+
+
+def _gpu_provider(tmp_path, monkeypatch, visible):
+    from cloud.provider import FEATURE_GPU
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    provider = LocalProvider(state_dir=tmp_path / "state")
+    provider.unsupported = provider.unsupported - {FEATURE_GPU}  # as on a GPU machine
+    return provider
+
+
+def test_each_local_gpu_node_gets_gpus_of_its_own(tmp_path, monkeypatch):
+    provider = _gpu_provider(tmp_path, monkeypatch, "3,5,7,9")
+    spec = dataclasses.replace(_spec(nodes=2), gpus_per_node=2)
+    assert [r.body["env"]["CUDA_VISIBLE_DEVICES"] for r in provider.plan(spec)] == ["3,5", "7,9"]
+    one = dataclasses.replace(_spec(nodes=1), gpus_per_node=1)
+    assert provider.plan(one)[0].body["env"]["CUDA_VISIBLE_DEVICES"] == "3"
+    assert "CUDA_VISIBLE_DEVICES" not in provider.plan(_spec(nodes=1))[0].body["env"]
+
+
+def test_more_local_gpus_than_the_machine_shows_is_refused_in_one_line(tmp_path, monkeypatch):
+    provider = _gpu_provider(tmp_path, monkeypatch, "0,1,2")
+    spec = dataclasses.replace(_spec(nodes=2), gpus_per_node=2)
+    with pytest.raises(ProviderError) as err:
+        provider.plan(spec)
+    assert "need 4 GPUs" in str(err.value) and "shows 3 (0, 1, 2)" in str(err.value)
+    assert "\n" not in str(err.value)
