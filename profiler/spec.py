@@ -102,7 +102,8 @@ class SweepSpec(_Strict):
     gpu_type: str | None = None
     # the largest hosts carry 16 GPUs (a2-megagpu-16g); more processes would share them
     gpus_per_node: int = Field(default=0, ge=0, le=16)
-    nproc_per_node: int = Field(default=1, ge=1, le=64)
+    # worker processes per node; default: one per GPU (gpus_per_node), else one
+    nproc_per_node: int | None = Field(default=None, ge=1, le=64)
     spot: bool = False
     # s a node may take to train
     startup_timeout: float = Field(default=300, gt=0, allow_inf_nan=False)
@@ -179,6 +180,10 @@ class SweepSpec(_Strict):
             raise ValueError(f"the local provider measures this machine's own GPUs (or its "
                              f"CPU), so its runs cannot be labelled gpu_type {self.gpu_type}; "
                              "drop gpu_type, or set provider: gcp or aws")
+        if self.gpus_per_node and (self.nproc_per_node or 0) > self.gpus_per_node:
+            raise ValueError(f"nproc_per_node {self.nproc_per_node} is more than gpus_per_node "
+                             f"{self.gpus_per_node}: a worker takes a GPU of its own under NCCL; "
+                             "drop nproc_per_node (it defaults to one per GPU)")
         if self.provider == "local" and self.spot:
             raise ValueError("the local provider has no spot market; drop spot: true, or "
                              "revoke nodes with revocation: {...}")
@@ -194,6 +199,11 @@ class SweepSpec(_Strict):
             )
         return self
 
+    @property
+    def workers_per_node(self) -> int:
+        """Worker processes a node runs: nproc_per_node, else one per GPU, else one."""
+        return self.nproc_per_node or self.gpus_per_node or 1
+
     def trials(self) -> list[Trial]:
         """The grid: one trial per combination of the spec's lists, in a stable order."""
         instance_types = self.instance_types or [LOCAL_INSTANCE_TYPE]
@@ -207,7 +217,7 @@ class SweepSpec(_Strict):
         params = {
             "provider": self.provider, "region": self.region, "instance_type": instance_type,
             "gpu_type": self.gpu_type, "gpus_per_node": self.gpus_per_node,
-            "nproc_per_node": self.nproc_per_node,
+            "nproc_per_node": self.workers_per_node,
             "spot": self.spot, "nodes": nodes, "model": model, "batch_per_gpu": batch,
             "precision": precision, "image_size": self.image_size, "seq_len": self.seq_len,
             "max_seconds": self.max_seconds, "tolerance": self.tolerance,
@@ -228,7 +238,7 @@ class SweepSpec(_Strict):
             sweep=self.name, key=key, model=model, nodes=nodes, instance_type=instance_type,
             batch_per_gpu=batch, precision=precision, image_size=self.image_size,
             seq_len=self.seq_len, gpu_type=self.gpu_type, gpus_per_node=self.gpus_per_node,
-            nproc_per_node=self.nproc_per_node, spot=self.spot, region=self.region,
+            nproc_per_node=self.workers_per_node, spot=self.spot, region=self.region,
             zones=tuple(self.zones), max_seconds=self.max_seconds, tolerance=self.tolerance,
             checkpoint_every=self.checkpoint_every, startup_timeout=self.startup_timeout,
             image=self.image, revoke_node=revocation.node if revocation else None,

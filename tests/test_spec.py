@@ -59,6 +59,7 @@ def test_sampled_revocation_times_are_seeded_and_follow_the_mean():
     ({"price_per_hour": -1}, "price_per_hour: Input should be greater than or equal to 0"),
     ({"price_per_hour": float("inf")}, "price_per_hour: Input should be a finite number"),
     ({"price_per_hour": float("nan")}, "price_per_hour: Input should be a finite number"),
+    ({"gpus_per_node": 2, "nproc_per_node": 4}, "nproc_per_node 4 is more than gpus_per_node 2"),
 ])
 def test_bad_specs_name_the_field_and_the_fix(change, expected):
     raw = {**SMOKE, **change}
@@ -96,3 +97,24 @@ def test_an_explicit_price_reaches_every_trial_and_leaves_the_keys_alone():
     priced = parse_spec({**SMOKE, "price_per_hour": 3.06}).trials()
     assert {t.price_per_hour for t in priced} == {3.06} and plain[0].price_per_hour is None
     assert [t.key for t in priced] == [t.key for t in plain]  # the same measurements
+
+
+def test_a_gpu_node_runs_one_worker_per_gpu_unless_told_otherwise():
+    def workers(**fields):
+        return {t.nproc_per_node for t in parse_spec({**SMOKE, **fields}).trials()}
+
+    assert workers() == {1}  # CPU: one process a node
+    assert workers(gpus_per_node=4) == {4}
+    assert workers(gpus_per_node=4, nproc_per_node=2) == {2}
+    assert workers(nproc_per_node=3) == {3}  # CPU processes
+
+
+def test_the_shipped_h200_sweep_trials_are_still_the_gpu_specs_own():
+    """A later lease resumes specs/gpu-local.yaml from datasets/measurements/h200.json, which
+    works only while the spec expands to the same trial keys."""
+    import json
+    from pathlib import Path
+
+    shipped = json.loads(Path("datasets/measurements/h200.json").read_text())
+    keys = {t["trial_key"] for t in shipped if t["sweep"] == "gpu-local"}
+    assert len(keys) == 6 and keys <= {t.key for t in load_spec("specs/gpu-local.yaml").trials()}
