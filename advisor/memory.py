@@ -76,6 +76,16 @@ class ModelMemory:
     optimizer: str
     tensors: float | None = None
 
+    @classmethod
+    def from_card(cls, card, precision: str, optimizer: str,
+                  activation_scale: float = 1.0) -> ModelMemory:
+        """A model card's figures (activations scaled from the card's input size to the one
+        trained at)."""
+        tensors = card.get("tensors")
+        return cls(float(card["params"]), float(card["gradient_bytes"]),
+                   float(card["activation_bytes_per_sample"]) * activation_scale, precision,
+                   optimizer, float(tensors) if tensors else None)
+
     @property
     def blocks(self) -> float:
         if not self.tensors:

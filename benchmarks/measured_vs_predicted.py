@@ -35,10 +35,8 @@ MIB = 2.0**20
 
 def estimated_tensors_mib(card: dict, precision: str, batch: int) -> float:
     """The estimate of what torch allocates at the peak of the worker's step."""
-    model = ModelMemory(float(card["params"]), float(card["gradient_bytes"]),
-                        float(card["activation_bytes_per_sample"]), precision,
-                        WORKER_OPTIMIZER, float(card["tensors"]))
-    return float(allocated_mib(model, NONE, batch))
+    return float(allocated_mib(ModelMemory.from_card(card, precision, WORKER_OPTIMIZER), NONE,
+                               batch))
 
 
 def main() -> None:

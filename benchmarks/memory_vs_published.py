@@ -27,9 +27,7 @@ def main() -> None:
         size = row["seq_len"] or row["image_size"]
         scale = (float(row["seq_len"]) / float(card["seq_len"]) if row["seq_len"]
                  else (float(row["image_size"]) / float(card["image_size"])) ** 2)
-        model = ModelMemory(float(card["params"]), float(card["gradient_bytes"]),
-                            float(card["activation_bytes_per_sample"]) * scale,
-                            row["precision"], row["optimizer"], float(card["tensors"]))
+        model = ModelMemory.from_card(card, row["precision"], row["optimizer"], scale)
         usable = gpu_spec(row["gpu"]).memory_mib
         largest = int(largest_micro_batch(model, NONE, usable))
         batch = int(row["batch_per_gpu"])

@@ -24,7 +24,6 @@ allocated and reserved GPU memory, and seconds from the first step to the verdic
 from __future__ import annotations
 
 import argparse
-import csv
 import gc
 import json
 import sys
@@ -36,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cloud.gpus import gpu_spec
-from gpuadvisor.data import find
+from gpuadvisor.cards import load_cards
 from gpuadvisor.store import Store
 from profiler import ingest, worker, zoo
 
@@ -45,14 +44,6 @@ TOO_BIG_FOR_ONE_GPU = ("llama_8b", "llama_70b")
 # Rough training rates (TFLOP/s) that only decide which steps are too slow to plan in.
 PLANNING_TFLOPS = {"bf16": 250.0, "amp": 250.0, "tf32": 80.0, "fp32": 25.0}
 GIB = 1 << 30
-
-
-def card_flops(model: str) -> float:
-    with open(find("model_cards.csv"), newline="") as f:
-        for row in csv.DictReader(f):
-            if row["model"] == model:
-                return float(row["flops_per_sample"])
-    return 0.0
 
 
 def plan(args) -> list[tuple[str, int, str]]:
@@ -146,7 +137,7 @@ def main() -> None:
     print(f"{'model':<24}{'batch':>7}{'prec':>6}{'samples/s':>12}{'+-%':>6}{'p50 ms':>8}"
           f"{'p95 ms':>8}{'alloc GiB':>10}{'resv GiB':>9}{'s':>6}", flush=True)
     with Store(args.store) as store, tempfile.TemporaryDirectory() as sink:
-        done = stored(store)
+        done, cards = stored(store), load_cards()
         for model, batch, precision in plan(args):
             if (model, batch, precision) in done:
                 continue
@@ -154,7 +145,8 @@ def main() -> None:
                 print(f"deadline reached: {model} batch {batch} {precision} and later "
                       "configurations not measured", flush=True)
                 break
-            step_s = card_flops(model) * batch / (PLANNING_TFLOPS[precision] * 1e12)
+            flops = float(cards[model]["flops_per_sample"] or 0) if model in cards else 0.0
+            step_s = flops * batch / (PLANNING_TFLOPS[precision] * 1e12)
             if step_s > args.max_step_s:
                 print(f"{model:<24}{batch:>7}{precision:>6}  skipped: a step would take about "
                       f"{step_s:.1f} s", flush=True)

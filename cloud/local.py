@@ -104,10 +104,12 @@ class LocalProvider(Provider):
         """One spawn per node: the agent's command, the node's environment (its id carries
         the launch time) and the agent config the command names."""
         cluster_dir = self.state_dir / spec.cluster
+        gpus = visible_gpus() if spec.gpus_per_node else []
         return [
             PlannedRequest(self.name, "spawn", index, {
                 "command": self._command(cluster_dir, index),
-                "env": self._env(spec, index, f"{spec.cluster}-n{index}-{LAUNCHED_AT_MS}"),
+                "env": self._env(spec, index, f"{spec.cluster}-n{index}-{LAUNCHED_AT_MS}",
+                                 gpus),
                 "config": {**self._agent_config(spec, index, f"127.0.0.1:{RDZV_PORT}"),
                            "launched_at": LAUNCHED_AT},
             })
@@ -212,20 +214,21 @@ class LocalProvider(Provider):
                     f"GPUs, and this machine shows {len(gpus)} ({', '.join(gpus) or 'none'}); "
                     "lower nodes or gpus_per_node (local nodes cannot share a GPU under NCCL)")
 
-    def _gpus_of(self, spec: ClusterSpec, index: int) -> dict[str, str]:
-        """Node `index`'s block of this machine's GPUs, as CUDA_VISIBLE_DEVICES."""
+    def _gpus_of(self, spec: ClusterSpec, index: int, gpus: list[str]) -> dict[str, str]:
+        """Node `index`'s block of `gpus` (this machine's), as CUDA_VISIBLE_DEVICES."""
         if not spec.gpus_per_node:
             return {}
-        block = visible_gpus()[index * spec.gpus_per_node:(index + 1) * spec.gpus_per_node]
+        block = gpus[index * spec.gpus_per_node:(index + 1) * spec.gpus_per_node]
         return {"CUDA_VISIBLE_DEVICES": ",".join(block)}
 
     def _command(self, cluster_dir: Path, index: int) -> list[str]:
         return [*self.agent_command, "--config", str(cluster_dir / f"agent-{index}.json")]
 
-    def _env(self, spec: ClusterSpec, index: int, node_id: str) -> dict[str, str]:
+    def _env(self, spec: ClusterSpec, index: int, node_id: str,
+             gpus: list[str]) -> dict[str, str]:
         labels = {f"GPUADVISOR_{k.split('-', 1)[1].upper()}": v
                   for k, v in spec.labels(index).items()}
-        return {**labels, **self._gpus_of(spec, index), NODE_ID_ENV: node_id}
+        return {**labels, **self._gpus_of(spec, index, gpus), NODE_ID_ENV: node_id}
 
     def _agent_config(self, spec: ClusterSpec, index: int, endpoint: str) -> dict[str, Any]:
         return {**spec.agent_config, "cluster": spec.cluster, "node": index,

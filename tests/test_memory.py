@@ -22,9 +22,7 @@ def published():
 
 
 def model_memory(card, precision, optimizer, scale=1.0):
-    return ModelMemory(float(card["params"]), float(card["gradient_bytes"]),
-                       float(card["activation_bytes_per_sample"]) * scale, precision, optimizer,
-                       float(card["tensors"]))
+    return ModelMemory.from_card(card, precision, optimizer, scale)
 
 
 def input_scale(row, card):
