@@ -277,12 +277,33 @@ def software_effect_spread(offsets: np.ndarray, shared: np.ndarray,
     counts = np.bincount(framework_of_stack, minlength=len(shared))
     several = counts[framework_of_stack] >= 2
     within = offsets[several] - shared[framework_of_stack][several]
-    spread = {"any": conformal_symmetric(offsets)[1]}
+    spread = {"any": group_spread(offsets)}
     if several.sum() >= 2:
-        spread["within_framework"] = conformal_symmetric(within)[1]
+        spread["within_framework"] = group_spread(within)
     else:
         spread["within_framework"] = spread["any"]
     return spread
+
+
+def group_spread(effects: np.ndarray) -> float:
+    """The half-width, in log, that holds an unseen group's effect (a software stack's) at the
+    interval level, from the effects of the groups seen. Split conformal needs at least
+    `fewest_for_level()` of them: below that its bound is the largest effect seen, which two
+    or three stacks (one lab's, the profiler's) put far too close to 0. There the stated
+    extrapolation spread is the floor: no evidence, no narrowing."""
+    bound = conformal_symmetric(effects)[1]
+    if len(effects) < fewest_for_level():
+        return max(bound, DEFAULT_SPREAD["extrapolated"])
+    return bound
+
+
+def fewest_for_level(miscoverage: float = MISCOVERAGE) -> int:
+    """The fewest exchangeable scores whose split-conformal quantile is finite at the level:
+    the smallest n with ceil((n + 1)(1 - miscoverage)) <= n (9 at 90%)."""
+    n = 1
+    while math.ceil((n + 1) * (1 - miscoverage) - 1e-9) > n:
+        n += 1
+    return n
 
 
 def reference_stacks(names: np.ndarray) -> np.ndarray:

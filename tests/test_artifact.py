@@ -234,13 +234,28 @@ def test_a_stack_never_fitted_widens_the_interval_by_the_stacks_spread():
 def test_the_stacks_spread_is_taken_around_their_framework_where_it_has_several():
     from advisor.fitting import software_effect_spread
 
-    # stack offsets (log step time): two PyTorch stacks around their framework, one MXNet
-    offsets, framework_of_stack = np.array([0.1, -0.1, -0.5]), np.array([0, 0, 1])
+    # stack offsets (log step time): ten PyTorch stacks around their framework, one MXNet
+    offsets = np.array([0.1, -0.1] * 5 + [-0.5])
+    framework_of_stack = np.array([0] * 10 + [1])
     shared = np.array([0.0, -0.5])
     spread = software_effect_spread(offsets, shared, framework_of_stack)
     assert spread["within_framework"] == pytest.approx(0.1)
     assert spread["any"] == pytest.approx(0.5)
     assert software_effect_spread(np.zeros(1), np.zeros(0), np.zeros(1, int)) == {}
+
+
+def test_too_few_stacks_for_the_level_never_narrow_an_unseen_stack_below_the_stated_spread():
+    """Two or three fitted stacks (one lab's and the profiler's) cannot bound where a 90%
+    share of unseen stacks lands: split conformal needs 9 scores for that. Below that the
+    stated extrapolation spread is the floor; from 9 on, the stacks' own bound."""
+    from advisor.fitting import DEFAULT_SPREAD, fewest_for_level, group_spread
+
+    assert fewest_for_level(0.1) == 9 and fewest_for_level(0.5) == 1
+    stated = DEFAULT_SPREAD["extrapolated"]
+    assert group_spread(np.array([0.05, -0.1])) == pytest.approx(stated)
+    assert group_spread(np.array([0.05, -0.9])) == pytest.approx(0.9)  # wider stays wider
+    nine = np.linspace(-0.2, 0.2, 9)
+    assert group_spread(nine) == pytest.approx(0.2)
 
 
 def test_an_arithmetic_unit_never_trained_on_widens_the_interval():
