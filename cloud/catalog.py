@@ -348,6 +348,15 @@ def price(
     return offering.price(spot) if offering else None
 
 
+def fixed_gpus(provider: str, instance_type: str) -> int | None:
+    """The GPUs a node of this instance type always comes with, in any region (8 on an
+    a2-highgpu-8g or a p4d.24xlarge); None where the catalog does not list it or lists
+    several GPUs for it (a GCP N1 host, to which a GPU of the user's choice is attached)."""
+    builds = {(o.gpu_type, o.gpus_per_node) for o in _default_catalog().offerings
+              if (o.provider, o.instance_type) == (provider, instance_type)}
+    return builds.pop()[1] if len(builds) == 1 else None
+
+
 def read_spot_markets(path: Path | None = None) -> list[dict[str, str]]:
     path = path or data.find(SPOT_MARKETS)
     try:

@@ -100,9 +100,10 @@ class SweepSpec(_Strict):
     instance_types: list[str] = []
     # picks the accelerator where a host takes several (GCP N1); any name gpuadvisor.gpus takes
     gpu_type: str | None = None
-    # the largest hosts carry 16 GPUs (a2-megagpu-16g); more processes would share them
+    # the largest hosts carry 16 GPUs (a2-megagpu-16g); more processes would share them.
+    # Unset on a cloud: what the catalog says the instance type comes with (`gpus_on`)
     gpus_per_node: int = Field(default=0, ge=0, le=16)
-    # worker processes per node; default: one per GPU (gpus_per_node), else one
+    # worker processes per node; default: one per GPU, else one
     nproc_per_node: int | None = Field(default=None, ge=1, le=64)
     spot: bool = False
     # s a node may take to train
@@ -180,10 +181,13 @@ class SweepSpec(_Strict):
             raise ValueError(f"the local provider measures this machine's own GPUs (or its "
                              f"CPU), so its runs cannot be labelled gpu_type {self.gpu_type}; "
                              "drop gpu_type, or set provider: gcp or aws")
-        if self.gpus_per_node and (self.nproc_per_node or 0) > self.gpus_per_node:
-            raise ValueError(f"nproc_per_node {self.nproc_per_node} is more than gpus_per_node "
-                             f"{self.gpus_per_node}: a worker takes a GPU of its own under NCCL; "
-                             "drop nproc_per_node (it defaults to one per GPU)")
+        for instance_type in self.instance_types or [LOCAL_INSTANCE_TYPE]:
+            gpus = self.gpus_on(instance_type)
+            if gpus and (self.nproc_per_node or 0) > gpus:
+                where = "gpus_per_node" if self.gpus_per_node else f"{instance_type} has"
+                raise ValueError(f"nproc_per_node {self.nproc_per_node} is more than {where} "
+                                 f"{gpus}: a worker takes a GPU of its own under NCCL; "
+                                 "drop nproc_per_node (it defaults to one per GPU)")
         if self.provider == "local" and self.spot:
             raise ValueError("the local provider has no spot market; drop spot: true, or "
                              "revoke nodes with revocation: {...}")
@@ -199,10 +203,19 @@ class SweepSpec(_Strict):
             )
         return self
 
-    @property
-    def workers_per_node(self) -> int:
+    def gpus_on(self, instance_type: str) -> int:
+        """GPUs a node of this instance type has: gpus_per_node; else, on a cloud, what the
+        catalog says the type always comes with (8 on a p4d.24xlarge), so that such a node
+        trains on all of them; else none."""
+        if self.gpus_per_node or self.provider == "local":
+            return self.gpus_per_node
+        from cloud.catalog import fixed_gpus
+
+        return fixed_gpus(self.provider, instance_type) or 0
+
+    def workers_on(self, instance_type: str) -> int:
         """Worker processes a node runs: nproc_per_node, else one per GPU, else one."""
-        return self.nproc_per_node or self.gpus_per_node or 1
+        return self.nproc_per_node or self.gpus_on(instance_type) or 1
 
     def trials(self) -> list[Trial]:
         """The grid: one trial per combination of the spec's lists, in a stable order."""
@@ -216,8 +229,9 @@ class SweepSpec(_Strict):
                precision: str) -> Trial:
         params = {
             "provider": self.provider, "region": self.region, "instance_type": instance_type,
+            # the spec's own gpus_per_node: a one-GPU type's trials keep their keys
             "gpu_type": self.gpu_type, "gpus_per_node": self.gpus_per_node,
-            "nproc_per_node": self.workers_per_node,
+            "nproc_per_node": self.workers_on(instance_type),
             "spot": self.spot, "nodes": nodes, "model": model, "batch_per_gpu": batch,
             "precision": precision, "image_size": self.image_size, "seq_len": self.seq_len,
             "max_seconds": self.max_seconds, "tolerance": self.tolerance,
@@ -237,8 +251,9 @@ class SweepSpec(_Strict):
         return Trial(
             sweep=self.name, key=key, model=model, nodes=nodes, instance_type=instance_type,
             batch_per_gpu=batch, precision=precision, image_size=self.image_size,
-            seq_len=self.seq_len, gpu_type=self.gpu_type, gpus_per_node=self.gpus_per_node,
-            nproc_per_node=self.workers_per_node, spot=self.spot, region=self.region,
+            seq_len=self.seq_len, gpu_type=self.gpu_type,
+            gpus_per_node=self.gpus_on(instance_type),
+            nproc_per_node=self.workers_on(instance_type), spot=self.spot, region=self.region,
             zones=tuple(self.zones), max_seconds=self.max_seconds, tolerance=self.tolerance,
             checkpoint_every=self.checkpoint_every, startup_timeout=self.startup_timeout,
             image=self.image, revoke_node=revocation.node if revocation else None,

@@ -109,6 +109,30 @@ def test_a_gpu_node_runs_one_worker_per_gpu_unless_told_otherwise():
     assert workers(nproc_per_node=3) == {3}  # CPU processes
 
 
+def test_a_cloud_type_that_comes_with_gpus_trains_on_all_of_them():
+    """p4d.24xlarge and a2-highgpu-8g come with 8 GPUs: without gpus_per_node in the spec a
+    node still runs a worker on each (it ran one on GPU 0 before), and its trials record 8
+    GPUs a node. A GCP N1 host takes the GPU the spec attaches, so it has none unless told;
+    one-GPU types keep the trial keys they had."""
+    def trials(provider, region, *types, **fields):
+        spec = parse_spec({"name": "gpus", "models": ["resnet18"], "provider": provider,
+                           "region": region, "instance_types": list(types),
+                           "batch_per_gpu": 32, **fields})
+        return {t.instance_type: t for t in spec.trials()}
+
+    aws = trials("aws", "us-east-1", "p4d.24xlarge", "g4dn.xlarge")
+    assert (aws["p4d.24xlarge"].gpus_per_node, aws["p4d.24xlarge"].nproc_per_node) == (8, 8)
+    assert (aws["g4dn.xlarge"].gpus_per_node, aws["g4dn.xlarge"].nproc_per_node) == (1, 1)
+    assert aws["g4dn.xlarge"].key == "7b1f5759adcc"  # as before the catalog was consulted
+    gcp = trials("gcp", "us-central1", "a2-highgpu-8g", "n1-standard-8")
+    assert gcp["a2-highgpu-8g"].nproc_per_node == 8
+    assert (gcp["n1-standard-8"].gpus_per_node, gcp["n1-standard-8"].nproc_per_node) == (0, 1)
+    assert trials("aws", "us-east-1", "p4d.24xlarge",
+                  nproc_per_node=2)["p4d.24xlarge"].nproc_per_node == 2
+    with pytest.raises(SpecError, match="nproc_per_node 9 is more than p4d.24xlarge has 8"):
+        trials("aws", "us-east-1", "p4d.24xlarge", nproc_per_node=9)
+
+
 def test_the_shipped_h200_sweep_trials_are_still_the_gpu_specs_own():
     """A later lease resumes specs/gpu-local.yaml from datasets/measurements/h200.json, which
     works only while the spec expands to the same trial keys."""
