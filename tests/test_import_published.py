@@ -52,20 +52,22 @@ def test_hand_checked_counts():
     # and Fujitsu on 8x L40S) + 1 MLPerf v3.1 CTuning ResNet-50 row on 2026-11-25 (2x A10G,
     # AWS g5.12xlarge) + 112 InceptionV3, VGG16 and AlexNet rows from TensorFlow's benchmarks
     # page on 2026-11-27 + 18 NCF rows (DLE's PyTorch NCF README, 21.04) on 2026-11-27
-    # + 16 Transformer-big rows (DLE's README, 22.06: DGX-1, DGX-2, 4 GPUs DGX A100) on 2026-11-27.
+    # + 16 Transformer-big rows (DLE's README, 22.06: DGX-1, DGX-2, 4 GPUs DGX A100) on 2026-11-27
+    # + 80 rows of DLE's TensorFlow READMEs on 2026-11-27 (ResNeXt101 and SE-ResNeXt101 20.06-tf1
+    # with XLA, Transformer-XL base, NCF 20.07-tf1, TF2 EfficientNet-B0/B4; A100, V100).
     rows = _shipped()
-    assert len(rows) == 750
+    assert len(rows) == 830
     per_model = {}
     for r in rows:
         per_model[r["model"]] = per_model.get(r["model"], 0) + 1
     assert per_model == {"resnet50": 133, "resnet152": 37, "bert_large": 152, "transformer_big": 20,
-                         "efficientnet_b0": 16, "efficientnet_b4": 16,
+                         "efficientnet_b0": 24, "efficientnet_b4": 24,
                          "efficientnet_widese_b0": 16, "efficientnet_widese_b4": 16,
-                         "resnext101_32x4d": 16, "se_resnext101_32x4d": 16,
-                         "transformer_xl_base": 30, "transformer_xl_large": 42, "gnmt_v2": 14,
+                         "resnext101_32x4d": 28, "se_resnext101_32x4d": 28,
+                         "transformer_xl_base": 58, "transformer_xl_large": 42, "gnmt_v2": 14,
                          "ssd300": 21, "nnunet_2d": 24, "nnunet_3d": 22, "dlrm": 2,
                          "mask_rcnn": 27, "inception_v3": 58, "vgg16": 32, "alexnet": 22,
-                         "ncf": 18}
+                         "ncf": 30}
     bert = [r for r in rows if r["model"] == "bert_large"]
     assert sum(r["model_as_published"] == "bert-large-pretraining-phase1" for r in bert) == 54
     assert sum(r["model_as_published"] == "bert-large-pretraining-phase2" for r in bert) == 54
@@ -79,7 +81,7 @@ def test_hand_checked_counts():
     assert (row["num_gpus"], row["batch_per_gpu"], float(row["throughput"])) == \
         ("256", "32", 60206)
     (row,) = [r for r in rows if r["framework"] == "TensorFlow" and r["num_gpus"] == "16"
-              and r["precision"] == "fp32" and r["gpu"] == "V100"]
+              and r["precision"] == "fp32" and r["gpu"] == "V100" and r["model"] == "resnet50"]
     assert (row["gpu"], row["batch_per_gpu"], float(row["throughput"])) == ("V100", "128", 6500)
     added = [r for r in rows if r["as_of"] == "2026-11-25" and "tensorflow/" not in r["source"]]
     assert len(added) == 41 and {r["model"] for r in added} == {"resnet50"}
@@ -104,6 +106,10 @@ def test_hand_checked_counts():
     (row,) = [r for r in added if r["framework"] == "MXNet" and r["num_gpus"] == "16"
               and r["precision"] == "fp32"]
     assert (row["gpu"], row["batch_per_gpu"], float(row["throughput"])) == ("V100", "128", 6338)
+    (row,) = [r for r in rows if r["model"] == "se_resnext101_32x4d" and r["framework"] ==
+              "TensorFlow" and r["gpu_as_published"] == "DGX-2 (16x V100 32G)"
+              and r["num_gpus"] == "16" and r["precision"] == "amp"]
+    assert (row["batch_per_gpu"], float(row["throughput"])) == ("96", 6580)
     tf_page = [r for r in rows if "tensorflow/docs_src" in r["source"]]
     # ResNet-50 and ResNet-152 (95); InceptionV3, VGG16 and AlexNet (112, 2026-11-27)
     assert len(tf_page) == 207 and {r["gpu"] for r in tf_page} == {"K80", "P100SXM2"}
