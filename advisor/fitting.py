@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,8 @@ PRIOR_STRENGTH = 1.0
 # priced at their mean padded length (`mean_seq_len`), an estimate, so their stacks never set
 # the reference a plain, padded job is priced at.
 WORK_SKIPPING_PIPELINES = ("sequence binning",)
+# A published row's citation: `published: owner/repo path/to/file@commit; ...`.
+CITED_FILE = re.compile(r"published:\s*(\S+/\S+)\s+(\S+?)@")
 # The reference stacks' offsets (fit_throughput_core) average to zero over their rows: this
 # weight makes that a near-hard constraint.
 MEAN_OFFSET_WEIGHT = 100.0
@@ -153,9 +156,34 @@ def throughput_data(store, include_published: bool = True, exclude_software=()):
 
 
 def software_label(trial: dict) -> str:
-    """The software stack a figure was measured with: its source and recorded versions
-    (container, framework), so that two releases of one benchmark are two stacks."""
-    return f"{trial['source']} {json.dumps(trial['software'], sort_keys=True)}"
+    """The software stack a figure was measured with: its source, recorded versions
+    (container, framework) and, for a published figure, the code base it cites
+    (`code_base`), so that two releases of one benchmark are two stacks, and so are two code
+    bases in one container. NVIDIA's TensorFlow ConvNets (XLA-fused) and its TensorFlow
+    Transformer-XL share the 20.06 container and nothing else: one effect for both was fitted
+    faster than the second and slower than the first, and the physics took up the rest (in
+    the shipped fit the tensor-core convolution coefficient fell from 1.13 to 0.82 when they
+    joined). The profiler's runs and CM-DARE's share one training loop across models."""
+    software = dict(trial["software"]) if isinstance(trial["software"], dict) else \
+        {"software": trial["software"]}
+    code = code_base(trial)
+    if code:
+        software["code"] = code
+    return f"{trial['source']} {json.dumps(software, sort_keys=True)}"
+
+
+def code_base(trial: dict) -> str | None:
+    """The code base a published figure's citation names: the cited repository and the first
+    three folders of the cited file (DeepLearningExamples' framework/task/model folder, whose
+    models share one training script, as ConvNets' ResNet-50, ResNeXt and EfficientNets do;
+    an MLPerf submitter's system folder; TensorFlow's benchmarks page). None without a
+    citation of the form `published: owner/repo path@commit`."""
+    citation = str((trial.get("extra") or {}).get("citation") or "")
+    match = CITED_FILE.match(citation.strip())
+    if not match:
+        return None
+    folders = match[2].split("/")[:-1][:3]
+    return f"{match[1]} {'/'.join(folders)}".strip()
 
 
 def software_spread(features: dict, throughput: np.ndarray) -> tuple[list[float] | None, int]:
@@ -186,12 +214,13 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
     """Physical coefficients, each software stack's effect and the log-linear correction (no
     intervals); `priors` replace some of `physics.PRIOR`.
 
-    A stack (container, framework, input pipeline, fused kernels such as BERT's unpadded
-    attention) makes the same configuration 20-35% faster or slower, which no feature carries.
-    Each framework and each stack in `features["software"]` (nested: a stack is a framework
-    at a version) gets a log offset on its step time, pulled towards 0 like a coefficient
-    towards its prior, so the physics fits a reference stack instead of bending its
-    efficiencies to one stack's fast kernels (beyond the datasheet peak). The reference is
+    A stack (a code base in a container, framework, input pipeline, fused kernels such as
+    BERT's unpadded attention) makes the same configuration 20-35% faster or slower, which no
+    feature carries. Each framework and each stack in `features["software"]` (nested: a stack
+    is a code base in a framework at a version) gets a log offset on its step time, pulled
+    towards 0 like a coefficient towards its prior, so the physics fits a reference stack
+    instead of bending its efficiencies to one stack's fast kernels (beyond the datasheet
+    peak). The reference is
     the row-weighted mean of the PyTorch stacks (`reference_stacks`): what is predicted is a
     PyTorch DDP job, as the profiler runs it, not MLPerf's hand-fused MXNet. `recommend`
     predicts for a stack not seen (offset 0), and the stacks' spread reaches its interval

@@ -13,9 +13,10 @@ hi/lo).
    cross-model regression; Habitat 11.8% across GPUs. The priors each fold chose are printed.
 2. Published figures (datasets/published_throughput.csv): the physics priors alone (no
    fitting), then every split within them. A row is a configuration as one software stack
-   (container, framework) measured it; a held-out row is predicted with its stack's fitted
-   effect where the training fold saw that stack (or 2+ stacks of its framework), else for
-   the reference PyTorch stack. The fitted stack effects of the whole data are printed.
+   (a code base in a container and framework: advisor.fitting.software_label) measured it; a
+   held-out row is predicted with its stack's fitted effect where the training fold saw that
+   stack, else with its framework's (2+ stacks of it seen), else for the reference PyTorch
+   stack. The fitted stack effects of the whole data are summarised per framework.
 3. Across sources: CM-DARE's data, the published figures and this project's own GPU
    measurements (datasets/measurements, source `local`) in one store, each held out in turn
    (`advisor evaluate --split source`).
@@ -39,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor import physics
-from advisor.artifact import load_artifact
+from advisor.artifact import framework, load_artifact
 from advisor.evaluation import EvaluateError, evaluate
 from advisor.features import model_features, to_arrays, trial_features
 from advisor.fitting import TUNED_PRIORS
@@ -127,10 +128,17 @@ def published(tmp: Path) -> None:
 
     with Store(store, readonly=True) as db:
         features, throughput, _, _ = throughput_data(db, exclude_software=("pytorch-20.06",))
-    effects = fit_throughput(features, throughput, measured={})["software_effects"]
-    print("  software stack effects (log throughput vs the PyTorch reference; 20.06 left out):")
-    for stack, effect in sorted(effects.items(), key=lambda item: item[1]):
-        print(f"    {effect:+.2f}  {stack.split(' ', 1)[1]}")
+    fitted = fit_throughput(features, throughput, measured={})
+    print("  software stack effects (a code base in a container; log throughput vs the PyTorch "
+          "reference; 20.06 left out), per framework:")
+    by_framework: dict[str, list[float]] = {}
+    for stack, effect in fitted["software_effects"].items():
+        by_framework.setdefault(framework(stack), []).append(effect)
+    for name, effects in sorted(by_framework.items()):
+        low, mid, high = np.percentile(effects, [0, 50, 100])
+        shared = fitted["framework_effects"].get(name)
+        print(f"    {name:<13} {len(effects):>3} stacks  {low:+.2f} .. {high:+.2f} "
+              f"(median {mid:+.2f})" + ("" if shared is None else f"  framework {shared:+.2f}"))
     for split, label in SPLITS:
         report(label, store, split)
     # The A100-40GB rows are the 20.06 container's (see scripts/build_artifact.py).

@@ -211,6 +211,29 @@ def test_a_software_stack_effect_is_fitted_apart_from_the_physics():
         assert core["coefficients"][name] == pytest.approx(value, rel=0.02), name
 
 
+def test_a_stack_is_a_code_base_in_a_container():
+    """Two code bases in one container (NVIDIA's TensorFlow ConvNets and Transformer-XL) are
+    two stacks; the models of one code base (ConvNets' ResNet-50 and EfficientNet READMEs)
+    share one, and so do the runs of one training loop (the profiler's, CM-DARE's)."""
+    from advisor.fitting import software_label
+
+    def published(path, container="tensorflow-20.06-tf1 container"):
+        return software_label({
+            "source": "published", "software": {"container": container, "framework": "TF"},
+            "extra": {"citation": f"published: NVIDIA/DeepLearningExamples {path}@74e943ed; "
+                                  "batch: a config"}})
+
+    convnets = published("TensorFlow/Classification/ConvNets/resnext101-32x4d/README.md")
+    assert convnets == published("TensorFlow/Classification/ConvNets/resnet50v1.5/README.md")
+    assert convnets != published("TensorFlow/LanguageModeling/Transformer-XL/README.md")
+    assert convnets != published("TensorFlow/Classification/ConvNets/resnext101-32x4d/README.md",
+                                 "tensorflow-20.12-tf1 container")
+    assert '"code": "NVIDIA/DeepLearningExamples TensorFlow/Classification/ConvNets"' in convnets
+    runs = [{"source": "local", "software": {"torch": "2.11"}, "model": m, "extra": {}}
+            for m in ("resnet50", "vit_b16")]
+    assert software_label(runs[0]) == software_label(runs[1]) == 'local {"torch": "2.11"}'
+
+
 def test_a_stack_that_skips_card_work_never_sets_the_reference():
     from advisor.fitting import fit_throughput_core, reference_stacks
 
