@@ -35,8 +35,11 @@ def evaluate(
     --split model leaves one model out at a time, gpu one GPU type, nodes trains on small
     clusters and tests on larger ones, source one source (cmdare, published, profiler: this
     project's runs), random is 5-fold. Everything the fit tunes is tuned on the training fold
-    only. Reports MAPE (percent), the same for a plain log-linear baseline, and how often the
-    90% interval held the measurement.
+    only. A held-out row is predicted with the fitted effect of its software stack (a code
+    base in a container: a published row's cited folder and container, the profiler's runs
+    one stack) where the training fold saw it, else its framework's, and its interval widens
+    by the fitted stacks' spread. Reports MAPE (percent), the same for a plain log-linear
+    baseline, and how often the 90% interval held the measurement.
 
     Examples:
 
