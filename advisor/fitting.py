@@ -220,11 +220,10 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
     is a code base in a framework at a version) gets a log offset on its step time, pulled
     towards 0 like a coefficient towards its prior, so the physics fits a reference stack
     instead of bending its efficiencies to one stack's fast kernels (beyond the datasheet
-    peak). The reference is
-    the row-weighted mean of the PyTorch stacks (`reference_stacks`): what is predicted is a
-    PyTorch DDP job, as the profiler runs it, not MLPerf's hand-fused MXNet. `recommend`
-    predicts for a stack not seen (offset 0), and the stacks' spread reaches its interval
-    through the held-out residuals (`out_of_fold`)."""
+    peak). The reference is the row-weighted mean of the PyTorch stacks (`reference_stacks`):
+    what is predicted is a PyTorch DDP job, as the profiler runs it, not MLPerf's hand-fused
+    MXNet. `recommend` predicts for a stack not seen (offset 0), and the stacks' spread
+    reaches its interval through the held-out residuals (`out_of_fold`)."""
     from scipy.optimize import least_squares
 
     log_seconds = np.log(step_seconds(features, throughput))
