@@ -164,11 +164,9 @@ def software_label(trial: dict) -> str:
     faster than the second and slower than the first, and the physics took up the rest (in
     the shipped fit the tensor-core convolution coefficient fell from 1.13 to 0.82 when they
     joined). The profiler's runs and CM-DARE's share one training loop across models."""
-    software = dict(trial["software"]) if isinstance(trial["software"], dict) else \
-        {"software": trial["software"]}
-    code = code_base(trial)
-    if code:
-        software["code"] = code
+    software, code = trial["software"], code_base(trial)
+    if code and isinstance(software, dict):
+        software = {**software, "code": code}
     return f"{trial['source']} {json.dumps(software, sort_keys=True)}"
 
 

@@ -352,9 +352,17 @@ def fixed_gpus(provider: str, instance_type: str) -> int | None:
     """The GPUs a node of this instance type always comes with, in any region (8 on an
     a2-highgpu-8g or a p4d.24xlarge); None where the catalog does not list it or lists
     several GPUs for it (a GCP N1 host, to which a GPU of the user's choice is attached)."""
-    builds = {(o.gpu_type, o.gpus_per_node) for o in _default_catalog().offerings
-              if (o.provider, o.instance_type) == (provider, instance_type)}
-    return builds.pop()[1] if len(builds) == 1 else None
+    return _fixed_gpu_counts().get((provider, instance_type))
+
+
+@cache
+def _fixed_gpu_counts() -> dict[tuple[str, str], int | None]:
+    """fixed_gpus of every instance type of the default catalog, read once: a sweep asks
+    for every trial of its grid."""
+    builds: dict[tuple[str, str], set[tuple[str, int]]] = {}
+    for o in _default_catalog().offerings:
+        builds.setdefault((o.provider, o.instance_type), set()).add((o.gpu_type, o.gpus_per_node))
+    return {key: next(iter(b))[1] if len(b) == 1 else None for key, b in builds.items()}
 
 
 def read_spot_markets(path: Path | None = None) -> list[dict[str, str]]:

@@ -213,9 +213,10 @@ class SweepSpec(_Strict):
 
         return fixed_gpus(self.provider, instance_type) or 0
 
-    def workers_on(self, instance_type: str) -> int:
-        """Worker processes a node runs: nproc_per_node, else one per GPU, else one."""
-        return self.nproc_per_node or self.gpus_on(instance_type) or 1
+    def workers_for(self, gpus: int) -> int:
+        """Worker processes a node with `gpus` GPUs runs: nproc_per_node, else one per GPU,
+        else one."""
+        return self.nproc_per_node or gpus or 1
 
     def trials(self) -> list[Trial]:
         """The grid: one trial per combination of the spec's lists, in a stable order."""
@@ -227,11 +228,12 @@ class SweepSpec(_Strict):
 
     def _trial(self, model: str, nodes: int, instance_type: str, batch: int,
                precision: str) -> Trial:
+        gpus = self.gpus_on(instance_type)
         params = {
             "provider": self.provider, "region": self.region, "instance_type": instance_type,
             # the spec's own gpus_per_node: a one-GPU type's trials keep their keys
             "gpu_type": self.gpu_type, "gpus_per_node": self.gpus_per_node,
-            "nproc_per_node": self.workers_on(instance_type),
+            "nproc_per_node": self.workers_for(gpus),
             "spot": self.spot, "nodes": nodes, "model": model, "batch_per_gpu": batch,
             "precision": precision, "image_size": self.image_size, "seq_len": self.seq_len,
             "max_seconds": self.max_seconds, "tolerance": self.tolerance,
@@ -252,8 +254,8 @@ class SweepSpec(_Strict):
             sweep=self.name, key=key, model=model, nodes=nodes, instance_type=instance_type,
             batch_per_gpu=batch, precision=precision, image_size=self.image_size,
             seq_len=self.seq_len, gpu_type=self.gpu_type,
-            gpus_per_node=self.gpus_on(instance_type),
-            nproc_per_node=self.workers_on(instance_type), spot=self.spot, region=self.region,
+            gpus_per_node=gpus, nproc_per_node=self.workers_for(gpus), spot=self.spot,
+            region=self.region,
             zones=tuple(self.zones), max_seconds=self.max_seconds, tolerance=self.tolerance,
             checkpoint_every=self.checkpoint_every, startup_timeout=self.startup_timeout,
             image=self.image, revoke_node=revocation.node if revocation else None,
