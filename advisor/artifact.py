@@ -38,6 +38,7 @@ PROVENANCE = ("measured", "interpolated", "extrapolated")  # from best to worst 
 PREEMPTIBLE_CAP_S = 24 * 3600.0  # GCP stops a legacy preemptible VM after 24 h
 # Axes whose trained range bounds an interval's calibration (`range_axis`).
 RANGE_AXES = ("workers", "model_size", "gpu_peak")
+UNIT_SEPARATOR = "|"  # between a stack and an arithmetic unit in `unit_effects`' keys
 
 
 class ArtifactError(AdvisorError):
@@ -156,6 +157,7 @@ class Artifact:
             names, codes = physics.factorize(features["software"])
             effect = [_stack_prior(spec, name)[0] for name in names]
             log_factor = log_factor - np.array(effect, dtype=float)[codes]
+            log_factor = log_factor - _unit_effect(spec, features, names[codes])
         return seconds * np.exp(log_factor)
 
     def _predict_throughput(self, features: dict) -> Prediction:
@@ -383,6 +385,18 @@ def _stack_prior(spec: dict, stack: str) -> tuple[float, float]:
     spread = 0.0 if stack in ("", "0") else spec.get("software_spread", {}).get(
         "any" if effect is None else "within_framework", 0.0)
     return (0.0 if effect is None else effect), spread
+
+
+def _unit_effect(spec: dict, features: dict, stacks: np.ndarray) -> np.ndarray:
+    """Log effect on throughput of each row's stack on the row's arithmetic unit, beyond the
+    stack's own (`unit_effects`): 0 where the fit never saw the stack on that unit."""
+    table = {name.lower(): effect for name, effect in spec.get("unit_effects", {}).items()}
+    if not table:
+        return np.zeros(len(stacks))
+    cells = np.char.add(np.char.add(stacks.astype(str), UNIT_SEPARATOR),
+                        physics.arithmetic_unit(features).astype(str))
+    names, codes = np.unique(cells, return_inverse=True)
+    return np.array([table.get(name, 0.0) for name in names], dtype=float)[codes.reshape(-1)]
 
 
 def _widen_for_unseen_stacks(spec: dict, features: dict, value, lo, hi):

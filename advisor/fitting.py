@@ -25,6 +25,7 @@ from advisor import physics
 from advisor.artifact import (
     RANGE_AXES,
     SCHEMA_VERSION,
+    UNIT_SEPARATOR,
     Artifact,
     config_keys,
     framework,
@@ -46,8 +47,8 @@ PRIOR_STRENGTH = 1.0
 WORK_SKIPPING_PIPELINES = ("sequence binning",)
 # A published row's citation: `published: owner/repo path/to/file@commit; ...`.
 CITED_FILE = re.compile(r"published:\s*(\S+/\S+)\s+(\S+?)@")
-# The reference stacks' offsets (fit_throughput_core) average to zero over their rows: this
-# weight makes that a near-hard constraint.
+# The reference stacks' offsets (fit_throughput_core) average to zero over their rows on each
+# arithmetic unit: this weight makes that a near-hard constraint.
 MEAN_OFFSET_WEIGHT = 100.0
 # No operator runs faster than its unit's datasheet peak or the DRAM bandwidth: the GEMM,
 # unsplit-card and memory coefficients (inverse efficiencies of a large matrix product, a whole
@@ -218,67 +219,84 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
     is a code base in a framework at a version) gets a log offset on its step time, pulled
     towards 0 like a coefficient towards its prior, so the physics fits a reference stack
     instead of bending its efficiencies to one stack's fast kernels (beyond the datasheet
-    peak). The reference is the row-weighted mean of the PyTorch stacks (`reference_stacks`):
-    what is predicted is a PyTorch DDP job, as the profiler runs it, not MLPerf's hand-fused
-    MXNet. `recommend` predicts for a stack not seen (offset 0), and the stacks' spread
-    reaches its interval through the held-out residuals (`out_of_fold`)."""
+    peak). A stack also gets an offset on each arithmetic unit it ran on (`unit_effects`,
+    nested in its own): its mixed-precision recipe (which operators a graph rewrite or
+    autocast leaves in FP32, its loss scaling, fused FP16 optimizers) and whether it switches
+    TF32 on are its own, so TensorFlow's Transformer-XL can be slow in AMP and on time in TF32
+    without moving the 16-bit GEMM efficiency that every other stack shares. The reference
+    is the row-weighted mean of the PyTorch stacks (`reference_stacks`) on each unit: what is
+    predicted is a PyTorch DDP job, as the profiler runs it, not MLPerf's hand-fused MXNet.
+    `recommend` predicts for a stack not seen (offset 0), and the stacks' spread reaches its
+    interval through the held-out residuals (`out_of_fold`)."""
     from scipy.optimize import least_squares
 
     log_seconds = np.log(step_seconds(features, throughput))
     X = physics.design_matrix(features)
     prior = {**physics.PRIOR, **(priors or {})}
     log_prior = np.log([prior[t] for t in physics.TERMS])
-    stack_names, stack = np.unique(np.asarray(features.get("software", np.zeros(len(X)))
-                                              ).astype(str), return_inverse=True)
+    labels = np.asarray(features.get("software", np.zeros(len(X)))).astype(str).reshape(-1)
+    stack_names, stack = np.unique(labels, return_inverse=True)
     stack = stack.reshape(-1)
     framework_names, framework_of_stack = np.unique([framework(n) for n in stack_names],
                                                     return_inverse=True)
     framework_of_stack = framework_of_stack.reshape(-1)
-    share = np.bincount(stack, minlength=len(stack_names)) * reference_stacks(stack_names)
-    share = share / max(share.sum(), 1)
+    unit = physics.arithmetic_unit(features).astype(str)
+    cell_names, cell = np.unique(np.char.add(np.char.add(labels, UNIT_SEPARATOR), unit),
+                                 return_inverse=True)
+    cell = cell.reshape(-1)
+    # The reference stacks' rows on each unit, each row a share of its unit's: the physics
+    # describes the reference on every unit, not only on average over them.
+    reference_row = reference_stacks(stack_names)[stack]
+    share = np.array([reference_row & (unit == u) for u in np.unique(unit[reference_row])],
+                     dtype=float).reshape(-1, len(unit))
+    share = share / np.maximum(share.sum(axis=1, keepdims=True), 1)
     stacks = len(stack_names) if len(stack_names) > 1 else 0
     frameworks = len(framework_names) if stacks else 0
+    cells = len(cell_names) if stacks else 0
     terms = len(physics.TERMS)
     weight = math.sqrt(PRIOR_STRENGTH)
 
-    def stack_offsets(params: np.ndarray) -> np.ndarray:
-        """Each stack's whole offset: its framework's plus its own."""
-        own, shared = params[terms:terms + stacks], params[terms + stacks:]
-        return own + shared[framework_of_stack] if stacks else np.zeros(len(stack_names))
+    # Each row's offset is the sum of three nested effects, each an indicator column: its
+    # stack's own, its stack's framework's, and its stack's on the row's arithmetic unit.
+    if stacks:
+        levels = np.hstack([np.eye(stacks)[stack], np.eye(frameworks)[framework_of_stack[stack]],
+                            np.eye(cells)[cell]])
+    else:
+        levels = np.zeros((len(stack), 0))
 
     # Log error of each configuration, plus one row per coefficient pulling it towards its
-    # prior (a term the data never exercises keeps it), one per stack and framework pulling
-    # its offset to 0 and one holding the reference stacks' mean offset at 0.
+    # prior (a term the data never exercises keeps it), one per effect pulling it to 0 and
+    # one per unit holding the reference stacks' row-weighted mean offset there at 0.
     def residuals(params: np.ndarray) -> np.ndarray:
-        log_theta, offset = params[:terms], stack_offsets(params)
-        predicted = np.log(physics.combine(X, np.exp(log_theta))) + offset[stack]
+        log_theta, offset = params[:terms], levels @ params[terms:]
+        predicted = np.log(physics.combine(X, np.exp(log_theta))) + offset
         return np.concatenate([predicted - log_seconds, weight * (log_theta - log_prior),
                                weight * params[terms:],
-                               [MEAN_OFFSET_WEIGHT * (share @ offset)] if stacks else []])
+                               MEAN_OFFSET_WEIGHT * (share @ offset) if stacks else []])
 
     # The residuals' Jacobian, in closed form (finite differences would cost one evaluation
-    # per parameter and stack): the physics rows' gradient, the stacks' and frameworks'
-    # indicators, the prior rows' constant weights and the mean row's shares.
-    own = np.eye(stacks)[stack] if stacks else np.zeros((len(stack), 0))
-    shared = np.eye(frameworks)[framework_of_stack[stack]] if stacks else own
-    mean_row = np.concatenate([np.zeros(terms), share, share @ np.eye(frameworks)[
-        framework_of_stack]]) * MEAN_OFFSET_WEIGHT if stacks else np.zeros((0, terms))
-    priors_rows = weight * np.eye(terms + stacks + frameworks)
+    # per parameter and effect): the physics rows' gradient, the effects' indicators, the
+    # prior rows' constant weights and the mean row's shares.
+    mean_rows = np.hstack([np.zeros((len(share), terms)), share @ levels]
+                          ) * MEAN_OFFSET_WEIGHT if stacks else np.zeros((0, terms))
+    priors_rows = weight * np.eye(terms + levels.shape[1])
 
     def jacobian(params: np.ndarray) -> np.ndarray:
         physics_rows = physics.log_combine_gradient(X, np.exp(params[:terms]))
-        return np.vstack([np.hstack([physics_rows, own, shared]), priors_rows,
-                          mean_row.reshape(-1, terms + stacks + frameworks)])
+        return np.vstack([np.hstack([physics_rows, levels]), priors_rows, mean_rows])
 
-    start = np.concatenate([log_prior, np.zeros(stacks + frameworks)])
-    low = np.concatenate([LOWER_LOG_BOUND, np.full(stacks + frameworks, -np.inf)])
+    start = np.concatenate([log_prior, np.zeros(levels.shape[1])])
+    low = np.concatenate([LOWER_LOG_BOUND, np.full(levels.shape[1], -np.inf)])
     start = np.maximum(start, low + 1e-9)
     params = least_squares(residuals, start, jac=jacobian, bounds=(low, np.inf),
                            method="trf", x_scale=1.0).x
     coefficients = {t: float(v) for t, v in zip(physics.TERMS, np.exp(params[:terms]))}
-    offsets = stack_offsets(params)
-    shared = params[terms + stacks:]
-    residual = log_seconds - offsets[stack] - np.log(physics.step_time(features, coefficients))
+    own = params[terms:terms + stacks]
+    shared = params[terms + stacks:terms + stacks + frameworks]
+    on_unit = params[terms + stacks + frameworks:]
+    offsets = own + shared[framework_of_stack] if stacks else np.zeros(len(stack_names))
+    residual = log_seconds - levels @ params[terms:] - np.log(
+        physics.step_time(features, coefficients))
     return {"coefficients": coefficients, "correction": fit_correction(features, residual),
             # Effects on throughput (the negated step-time offsets), per stack (its framework's
             # included) and per framework, for a stack of a known framework never seen: only
@@ -289,6 +307,9 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
             "framework_effects": {str(name): float(-o) for i, (name, o) in
                                   enumerate(zip(framework_names, shared))
                                   if np.sum(framework_of_stack == i) >= 2},
+            # A stack's effect on one arithmetic unit, beyond its effect on every unit (its
+            # mixed-precision recipe, TF32 switched on or not): keyed `stack|unit`.
+            "unit_effects": {str(name): float(-o) for name, o in zip(cell_names, on_unit)},
             "software_spread": software_effect_spread(offsets, shared, framework_of_stack)}
 
 

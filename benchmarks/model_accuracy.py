@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor import physics
-from advisor.artifact import framework, load_artifact
+from advisor.artifact import UNIT_SEPARATOR, framework, load_artifact
 from advisor.evaluation import EvaluateError, evaluate
 from advisor.features import model_features, to_arrays, trial_features
 from advisor.fitting import TUNED_PRIORS
@@ -139,6 +139,15 @@ def published(tmp: Path) -> None:
         shared = fitted["framework_effects"].get(name)
         print(f"    {name:<13} {len(effects):>3} stacks  {low:+.2f} .. {high:+.2f} "
               f"(median {mid:+.2f})" + ("" if shared is None else f"  framework {shared:+.2f}"))
+    print("  a stack's own effect on one arithmetic unit, beyond its effect on all (its "
+          "mixed-precision recipe, its TF32 switch):")
+    by_unit: dict[str, list[float]] = {}
+    for cell, effect in fitted["unit_effects"].items():
+        by_unit.setdefault(cell.rsplit(UNIT_SEPARATOR, 1)[1], []).append(effect)
+    for name, effects in sorted(by_unit.items()):
+        low, mid, high = np.percentile(effects, [0, 50, 100])
+        print(f"    {name:<13} {len(effects):>3} stacks  {low:+.2f} .. {high:+.2f} "
+              f"(median {mid:+.2f})")
     for split, label in SPLITS:
         report(label, store, split)
     # The A100-40GB rows are the 20.06 container's (see scripts/build_artifact.py).

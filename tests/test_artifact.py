@@ -196,8 +196,9 @@ def test_a_known_software_stack_prices_as_it_was_fitted_and_recommend_names_none
     row = physics_candidate(model="unseen", gpu="V100", precision="amp")
     reference = artifact.predict("throughput", to_arrays([row])).value[0]
     named = {**to_arrays([row]), "software": np.array([fast])}
+    on_tensor_cores = doc["throughput"]["unit_effects"].get(f"{fast}|tensor16", 0.0)
     assert artifact.predict("throughput", named).value[0] == pytest.approx(
-        reference * math.exp(effects[fast]))
+        reference * math.exp(effects[fast] + on_tensor_cores))
     mxnet = doc["throughput"]["framework_effects"]["mxnet"]
     unseen_version = {**to_arrays([row]), "software": np.array(
         ['published {"container": "mxnet-99.01", "framework": "MXNet"}'])}

@@ -193,8 +193,9 @@ def test_a_software_stack_effect_is_fitted_apart_from_the_physics():
     pytorch = 'published {"container": "pytorch-21.03 container", "framework": "PyTorch"}'
     features = {**to_arrays(rows), "software": np.where(fast, mxnet, tensorflow)}
     core = fit_throughput_core(features, np.where(fast, 1.3, 1.0) * truth)
-    effects = core["software_effects"]
-    assert effects[mxnet] - effects[tensorflow] == pytest.approx(np.log(1.3), abs=0.01)
+    for unit in set(physics.arithmetic_unit(features)):
+        assert (stack_effect(core, mxnet, unit) - stack_effect(core, tensorflow, unit)
+                == pytest.approx(np.log(1.3), abs=0.01)), unit
     # Without a PyTorch stack the physics fits the average one (the offsets' row-weighted
     # mean is 0): as one stack measuring every row at the geometric mean of the two would.
     features.pop("software")
@@ -204,11 +205,48 @@ def test_a_software_stack_effect_is_fitted_apart_from_the_physics():
     # With one, the physics describes the PyTorch stack: the one `recommend` prices.
     features["software"] = np.where(fast, mxnet, pytorch)
     core = fit_throughput_core(features, np.where(fast, 1.3, 1.0) * truth)
-    assert core["software_effects"][pytorch] == pytest.approx(0.0, abs=1e-3)
+    for unit in set(physics.arithmetic_unit(features)):
+        assert stack_effect(core, pytorch, unit) == pytest.approx(0.0, abs=1e-3), unit
     features.pop("software")
     plain = fit_throughput_core(features, truth)["coefficients"]
     for name, value in plain.items():
         assert core["coefficients"][name] == pytest.approx(value, rel=0.02), name
+
+
+def stack_effect(core, stack, unit):
+    """A fitted stack's log effect on throughput on one arithmetic unit: its own (its
+    framework's included) and its own on that unit."""
+    return core["software_effects"][stack] + core["unit_effects"].get(f"{stack}|{unit}", 0.0)
+
+
+def test_a_stack_is_slow_on_one_unit_without_bending_that_units_physics():
+    """A stack whose mixed-precision recipe leaves work in FP32 (TensorFlow's Transformer-XL
+    in AMP) is slow on tensor cores alone: its effect there is its own, and the 16-bit
+    efficiency the other stacks share stays where their rows put it."""
+    from advisor.fitting import fit_throughput_core
+
+    rows = [row(m, g, n, 1, p) for m in MODELS for g in ("V100", "A100-40GB")
+            for n in (1, 2) for p in ("fp32", "amp")]
+    truth = true_throughput(rows)
+    pytorch = 'published {"container": "pytorch-21.03 container", "framework": "PyTorch"}'
+    tensorflow = 'published {"container": "tensorflow-20.06-tf1 container", "framework": "TF"}'
+    features = to_arrays(rows)
+    slow = np.arange(len(rows)) // 2 % 2 == 0  # half of each precision's rows
+    half = features["precision"] == "amp"
+    features["software"] = np.where(slow, tensorflow, pytorch)
+    plain = fit_throughput_core(features, truth)
+    core = fit_throughput_core(features, np.where(slow & half, 1 / 1.5, 1.0) * truth)
+    assert stack_effect(core, tensorflow, "tensor16") == pytest.approx(-np.log(1.5), abs=0.05)
+    # Its effect on every unit takes a share (each effect is pulled to 0 alike), which its
+    # effects on the other units give back, within the prior rows' pull.
+    for unit in ("fp32", "tf32"):
+        assert abs(stack_effect(core, tensorflow, unit)) < 0.1, unit
+    for unit in ("fp32", "tf32", "tensor16"):
+        assert stack_effect(core, pytorch, unit) == pytest.approx(0.0, abs=1e-3), unit
+    # One effect per stack for every unit bent the 16-bit efficiency by 21% and the FP32 one
+    # by 14% here; the prior rows' pull on the nested effects leaves a few percent.
+    for name, value in plain["coefficients"].items():
+        assert core["coefficients"][name] == pytest.approx(value, rel=0.05), name
 
 
 def test_a_stack_is_a_code_base_in_a_container():
@@ -249,13 +287,13 @@ def test_a_stack_that_skips_card_work_never_sets_the_reference():
     binned_rows = np.arange(len(rows)) % 2 == 0
     measured = np.where(binned_rows, 1 / 0.6, 1.0) * truth
     features = {**to_arrays(rows), "software": np.where(binned_rows, binned, pytorch)}
-    effects = fit_throughput_core(features, measured)["software_effects"]
-    assert effects[pytorch] == pytest.approx(0.0, abs=1e-3)
-    assert effects[binned] > 0.7 * np.log(1 / 0.6)
+    core = fit_throughput_core(features, measured)
+    assert stack_effect(core, pytorch, "tensor16") == pytest.approx(0.0, abs=1e-3)
+    assert stack_effect(core, binned, "tensor16") > 0.7 * np.log(1 / 0.6)
     # ... where, as a plain PyTorch stack, it would pull the reference halfway to its speed.
     plain = 'published {"container": "pytorch-22.01 container", "framework": "PyTorch"}'
     features["software"] = np.where(binned_rows, plain, pytorch)
-    assert fit_throughput_core(features, measured)["software_effects"][pytorch] < -0.15
+    assert stack_effect(fit_throughput_core(features, measured), pytorch, "tensor16") < -0.15
 
 
 def test_group_held_out_spreads_bound_the_size_of_an_error_not_its_sign():
