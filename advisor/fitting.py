@@ -295,6 +295,8 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
     shared = params[terms + stacks:terms + stacks + frameworks]
     on_unit = params[terms + stacks + frameworks:]
     offsets = own + shared[framework_of_stack] if stacks else np.zeros(len(stack_names))
+    stack_of_cell = np.zeros(len(cell_names), dtype=int)
+    stack_of_cell[cell] = stack
     residual = log_seconds - levels @ params[terms:] - np.log(
         physics.step_time(features, coefficients))
     return {"coefficients": coefficients, "correction": fit_correction(features, residual),
@@ -310,18 +312,27 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
             # A stack's effect on one arithmetic unit, beyond its effect on every unit (its
             # mixed-precision recipe, TF32 switched on or not): keyed `stack|unit`.
             "unit_effects": {str(name): float(-o) for name, o in zip(cell_names, on_unit)},
-            "software_spread": software_effect_spread(offsets, shared, framework_of_stack)}
+            # An unseen stack's effect on a unit is its own plus its own there: the spread
+            # of the fitted stacks' effects on each unit they ran on.
+            "software_spread": software_effect_spread(
+                offsets[stack_of_cell] + on_unit, shared, framework_of_stack[stack_of_cell],
+                np.bincount(framework_of_stack, minlength=len(shared)))
+            if stacks else {}}
 
 
-def software_effect_spread(offsets: np.ndarray, shared: np.ndarray,
-                           framework_of_stack: np.ndarray) -> dict[str, float]:
+def software_effect_spread(offsets: np.ndarray, shared: np.ndarray, framework_of_stack:
+                           np.ndarray, stacks_of_framework: np.ndarray | None = None
+                           ) -> dict[str, float]:
     """How far an unseen stack's effect may lie (log throughput, symmetric conformal bounds
-    over the fitted stacks): from its framework's effect (`within_framework`, the stacks of
-    frameworks with two or more) or from the reference (`any`); empty with fewer than two
-    stacks. A stack is a random effect: its spread belongs in an unseen one's interval."""
+    over the fitted effects `offsets`: of stacks, or of stacks on a unit): from its
+    framework's effect (`within_framework`, the effects of frameworks with two or more stacks,
+    `stacks_of_framework` counting them where `offsets` are not one per stack) or from the
+    reference (`any`); empty with fewer than two. A stack is a random effect: its spread
+    belongs in an unseen one's interval."""
     if len(offsets) < 2:
         return {}
-    counts = np.bincount(framework_of_stack, minlength=len(shared))
+    counts = (np.bincount(framework_of_stack, minlength=len(shared))
+              if stacks_of_framework is None else stacks_of_framework)
     several = counts[framework_of_stack] >= 2
     within = offsets[several] - shared[framework_of_stack][several]
     spread = {"any": group_spread(offsets)}

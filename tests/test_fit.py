@@ -249,6 +249,24 @@ def test_a_stack_is_slow_on_one_unit_without_bending_that_units_physics():
         assert core["coefficients"][name] == pytest.approx(value, rel=0.05), name
 
 
+def test_an_unseen_stacks_spread_holds_the_stacks_effects_on_each_unit():
+    """Ten stacks of one framework, each as fast as the next in FP32 and 0.74x or 1.35x in
+    AMP: an unseen stack may land anywhere in that range on tensor cores, so its spread is the
+    effects' on each unit, not the stacks' own effects (which take only a share of them)."""
+    from advisor.fitting import fit_throughput_core
+
+    rows = [row(m, g, n, 1, p) for m in MODELS for g in ("V100", "A100-40GB")
+            for n in (1, 2) for p in ("fp32", "amp")]
+    features = to_arrays(rows)
+    stack = np.arange(len(rows)) // 2 % 10
+    features["software"] = np.array([f'published {{"container": "c{k}", "framework": "PyTorch"}}'
+                                     for k in stack])
+    effect = np.where(stack % 2 == 0, 0.3, -0.3) * (features["precision"] == "amp")
+    core = fit_throughput_core(features, np.exp(effect) * true_throughput(rows))
+    assert core["software_spread"]["within_framework"] > 0.25
+    assert max(abs(v) for v in core["software_effects"].values()) < 0.25  # the stacks' own
+
+
 def test_a_stack_is_a_code_base_in_a_container():
     """Two code bases in one container (NVIDIA's TensorFlow ConvNets and Transformer-XL) are
     two stacks; the models of one code base (ConvNets' ResNet-50 and EfficientNet READMEs)

@@ -37,9 +37,11 @@ def evaluate(
     project's runs), random is 5-fold. Everything the fit tunes is tuned on the training fold
     only. A held-out row is predicted with the fitted effect of its software stack (a code
     base in a container: a published row's cited folder and container, the profiler's runs
-    one stack) where the training fold saw it, else its framework's, and its interval widens
-    by the fitted stacks' spread. Reports MAPE (percent), the same for a plain log-linear
-    baseline, and how often the 90% interval held the measurement.
+    one stack), and its effect on the row's arithmetic unit (FP32, TF32 or 16-bit tensor
+    cores: a stack's mixed-precision recipe is its own), where the training fold saw them,
+    else its framework's, and its interval widens by the fitted stacks' spread. Reports MAPE
+    (percent), the same for a plain log-linear baseline, and how often the 90% interval held
+    the measurement.
 
     Examples:
 
