@@ -335,22 +335,23 @@ def software_effect_spread(offsets: np.ndarray, shared: np.ndarray, framework_of
               if stacks_of_framework is None else stacks_of_framework)
     several = counts[framework_of_stack] >= 2
     within = offsets[several] - shared[framework_of_stack][several]
-    spread = {"any": group_spread(offsets)}
+    spread = {"any": group_spread(offsets, int(counts.sum()))}
     if several.sum() >= 2:
-        spread["within_framework"] = group_spread(within)
+        spread["within_framework"] = group_spread(within, int(counts[counts >= 2].sum()))
     else:
         spread["within_framework"] = spread["any"]
     return spread
 
 
-def group_spread(effects: np.ndarray) -> float:
+def group_spread(effects: np.ndarray, groups: int | None = None) -> float:
     """The half-width, in log, that holds an unseen group's effect (a software stack's) at the
-    interval level, from the effects of the groups seen. Split conformal needs at least
-    `fewest_for_level()` of them: below that its bound is the largest effect seen, which two
-    or three stacks (one lab's, the profiler's) put far too close to 0. There the stated
+    interval level, from the effects of the `groups` seen (one effect each unless given: a
+    stack's effects on several units are one stack's evidence). Split conformal needs at least
+    `fewest_for_level()` groups: below that its bound is the largest effect seen, which two or
+    three stacks (one lab's, the profiler's) put far too close to 0. There the stated
     extrapolation spread is the floor: no evidence, no narrowing."""
     bound = conformal_symmetric(effects)[1]
-    if len(effects) < fewest_for_level():
+    if (len(effects) if groups is None else groups) < fewest_for_level():
         return max(bound, DEFAULT_SPREAD["extrapolated"])
     return bound
 

@@ -257,6 +257,12 @@ def test_too_few_stacks_for_the_level_never_narrow_an_unseen_stack_below_the_sta
     assert group_spread(np.array([0.05, -0.9])) == pytest.approx(0.9)  # wider stays wider
     nine = np.linspace(-0.2, 0.2, 9)
     assert group_spread(nine) == pytest.approx(0.2)
+    # Three stacks, each on three units, are nine effects but three stacks' evidence.
+    assert group_spread(nine, groups=3) == pytest.approx(stated)
+    from advisor.fitting import software_effect_spread
+
+    spread = software_effect_spread(nine, np.zeros(1), np.zeros(9, int), np.array([3]))
+    assert spread == {"any": pytest.approx(stated), "within_framework": pytest.approx(stated)}
 
 
 def test_an_arithmetic_unit_never_trained_on_widens_the_interval():
