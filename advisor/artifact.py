@@ -157,7 +157,7 @@ class Artifact:
             names, codes = physics.factorize(features["software"])
             effect = [_stack_prior(spec, name)[0] for name in names]
             log_factor = log_factor - np.array(effect, dtype=float)[codes]
-            log_factor = log_factor - _unit_effect(spec, features, names[codes])
+            log_factor = log_factor - _unit_effect(spec, features, names, codes)
         return seconds * np.exp(log_factor)
 
     def _predict_throughput(self, features: dict) -> Prediction:
@@ -387,16 +387,25 @@ def _stack_prior(spec: dict, stack: str) -> tuple[float, float]:
     return (0.0 if effect is None else effect), spread
 
 
-def _unit_effect(spec: dict, features: dict, stacks: np.ndarray) -> np.ndarray:
-    """Log effect on throughput of each row's stack on the row's arithmetic unit, beyond the
-    stack's own (`unit_effects`): 0 where the fit never saw the stack on that unit."""
+def unit_keys(stacks, units) -> np.ndarray:
+    """`unit_effects`' keys: each stack (`software_label`) with the arithmetic unit it ran on."""
+    return np.char.add(np.char.add(np.asarray(stacks, dtype=str), UNIT_SEPARATOR),
+                       np.asarray(units, dtype=str))
+
+
+def _unit_effect(spec: dict, features: dict, stacks: np.ndarray, codes: np.ndarray
+                 ) -> np.ndarray:
+    """Log effect on throughput of each row's stack (`stacks[codes]`, lower-cased) on the
+    row's arithmetic unit, beyond the stack's own (`unit_effects`): 0 where the fit never saw
+    the stack on that unit. Keys are built once per distinct stack and unit, not per row."""
     table = {name.lower(): effect for name, effect in spec.get("unit_effects", {}).items()}
     if not table:
-        return np.zeros(len(stacks))
-    cells = np.char.add(np.char.add(stacks.astype(str), UNIT_SEPARATOR),
-                        physics.arithmetic_unit(features).astype(str))
-    names, codes = np.unique(cells, return_inverse=True)
-    return np.array([table.get(name, 0.0) for name in names], dtype=float)[codes.reshape(-1)]
+        return np.zeros(len(codes))
+    units, unit_codes = np.unique(physics.arithmetic_unit(features).astype(str),
+                                  return_inverse=True)
+    pairs, inverse = np.unique(codes * len(units) + unit_codes.reshape(-1), return_inverse=True)
+    keys = unit_keys(stacks[pairs // len(units)], units[pairs % len(units)])
+    return np.array([table.get(key, 0.0) for key in keys], dtype=float)[inverse.reshape(-1)]
 
 
 def _widen_for_unseen_stacks(spec: dict, features: dict, value, lo, hi):

@@ -25,11 +25,11 @@ from advisor import physics
 from advisor.artifact import (
     RANGE_AXES,
     SCHEMA_VERSION,
-    UNIT_SEPARATOR,
     Artifact,
     config_keys,
     framework,
     range_axis,
+    unit_keys,
 )
 from advisor.errors import AdvisorError
 from advisor.features import model_features, take, trial_features
@@ -241,8 +241,7 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
                                                     return_inverse=True)
     framework_of_stack = framework_of_stack.reshape(-1)
     unit = physics.arithmetic_unit(features).astype(str)
-    cell_names, cell = np.unique(np.char.add(np.char.add(labels, UNIT_SEPARATOR), unit),
-                                 return_inverse=True)
+    cell_names, cell = np.unique(unit_keys(labels, unit), return_inverse=True)
     cell = cell.reshape(-1)
     # The reference stacks' rows on each unit, each row a share of its unit's: the physics
     # describes the reference on every unit, not only on average over them.

@@ -131,27 +131,27 @@ def published(tmp: Path) -> None:
     fitted = fit_throughput(features, throughput, measured={})
     print("  software stack effects (a code base in a container; log throughput vs the PyTorch "
           "reference; 20.06 left out), per framework:")
-    by_framework: dict[str, list[float]] = {}
-    for stack, effect in fitted["software_effects"].items():
-        by_framework.setdefault(framework(stack), []).append(effect)
-    for name, effects in sorted(by_framework.items()):
-        low, mid, high = np.percentile(effects, [0, 50, 100])
-        shared = fitted["framework_effects"].get(name)
-        print(f"    {name:<13} {len(effects):>3} stacks  {low:+.2f} .. {high:+.2f} "
-              f"(median {mid:+.2f})" + ("" if shared is None else f"  framework {shared:+.2f}"))
+    print_effect_ranges(fitted["software_effects"], framework, fitted["framework_effects"])
     print("  a stack's own effect on one arithmetic unit, beyond its effect on all (its "
           "mixed-precision recipe, its TF32 switch):")
-    by_unit: dict[str, list[float]] = {}
-    for cell, effect in fitted["unit_effects"].items():
-        by_unit.setdefault(cell.rsplit(UNIT_SEPARATOR, 1)[1], []).append(effect)
-    for name, effects in sorted(by_unit.items()):
-        low, mid, high = np.percentile(effects, [0, 50, 100])
-        print(f"    {name:<13} {len(effects):>3} stacks  {low:+.2f} .. {high:+.2f} "
-              f"(median {mid:+.2f})")
+    print_effect_ranges(fitted["unit_effects"], lambda cell: cell.rsplit(UNIT_SEPARATOR, 1)[1])
     for split, label in SPLITS:
         report(label, store, split)
     # The A100-40GB rows are the 20.06 container's (see scripts/build_artifact.py).
     report("GPU out, without 20.06 rows", store, "gpu", exclude_software=("pytorch-20.06",))
+
+
+def print_effect_ranges(effects: dict[str, float], group, shared=None) -> None:
+    """One line per group of fitted effects (`group` of each key): how many, their range and
+    median, and the group's own shared effect where `shared` has one."""
+    grouped: dict[str, list[float]] = {}
+    for key, effect in effects.items():
+        grouped.setdefault(group(key), []).append(effect)
+    for name, values in sorted(grouped.items()):
+        low, mid, high = np.percentile(values, [0, 50, 100])
+        own = (shared or {}).get(name)
+        print(f"    {name:<13} {len(values):>3} stacks  {low:+.2f} .. {high:+.2f} "
+              f"(median {mid:+.2f})" + ("" if own is None else f"  framework {own:+.2f}"))
 
 
 def sources(tmp: Path) -> None:
