@@ -228,6 +228,7 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
     predicted is a PyTorch DDP job, as the profiler runs it, not MLPerf's hand-fused MXNet.
     `recommend` predicts for a stack not seen (offset 0), and the stacks' spread reaches its
     interval through the held-out residuals (`out_of_fold`)."""
+    from scipy import sparse
     from scipy.optimize import least_squares
 
     log_seconds = np.log(step_seconds(features, throughput))
@@ -275,20 +276,29 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
 
     # The residuals' Jacobian, in closed form (finite differences would cost one evaluation
     # per parameter and effect): the physics rows' gradient, the effects' indicators, the
-    # prior rows' constant weights and the mean row's shares.
+    # prior rows' constant weights and the mean row's shares. With effects it is sparse (all
+    # but the physics' few columns are indicators) and LSMR solves each step twice as fast as
+    # a dense SVD, to the same optimum within 1e-4; without, the SVD of its few columns is
+    # quicker.
     mean_rows = np.hstack([np.zeros((len(share), terms)), share @ levels]
                           ) * MEAN_OFFSET_WEIGHT if stacks else np.zeros((0, terms))
-    priors_rows = weight * np.eye(terms + levels.shape[1])
+    fixed_rows = np.vstack([weight * np.eye(terms + levels.shape[1]), mean_rows])
+    if stacks:
+        fixed_rows, indicators = sparse.csr_matrix(fixed_rows), sparse.csr_matrix(levels)
 
-    def jacobian(params: np.ndarray) -> np.ndarray:
+    def jacobian(params: np.ndarray):
         physics_rows = physics.log_combine_gradient(X, np.exp(params[:terms]))
-        return np.vstack([np.hstack([physics_rows, levels]), priors_rows, mean_rows])
+        if not stacks:
+            return np.vstack([physics_rows, fixed_rows])
+        return sparse.vstack([sparse.hstack([sparse.csr_matrix(physics_rows), indicators]),
+                              fixed_rows], format="csr")
 
     start = np.concatenate([log_prior, np.zeros(levels.shape[1])])
     low = np.concatenate([LOWER_LOG_BOUND, np.full(levels.shape[1], -np.inf)])
     start = np.maximum(start, low + 1e-9)
     params = least_squares(residuals, start, jac=jacobian, bounds=(low, np.inf),
-                           method="trf", x_scale=1.0).x
+                           method="trf", x_scale=1.0,
+                           tr_solver="lsmr" if stacks else "exact").x
     coefficients = {t: float(v) for t, v in zip(physics.TERMS, np.exp(params[:terms]))}
     own = params[terms:terms + stacks]
     shared = params[terms + stacks:terms + stacks + frameworks]
