@@ -108,18 +108,80 @@ SECTIONS = {"throughput": ("coefficients",), "startup_s": ("vm_s", "first_step_s
             "checkpoint_s": ("targets",), "recovery_s": (), "lifetime": ()}
 
 
+# The shapes of what throughput prediction reads (a hand-edited or truncated artifact is
+# refused on load, naming the key, not with a traceback mid-prediction): NUMBER, TEXT, PAIR,
+# a list or mapping of one shape, or a dict of named keys (those in OPTIONAL may be absent).
+NUMBER, TEXT, PAIR = "a number", "text", "a [low, high] pair"
+NUMBERS = ("a list", NUMBER)
+THROUGHPUT_SHAPE = {
+    "coefficients": ("a mapping", NUMBER),
+    "correction": {"coef": NUMBERS, "high": NUMBERS, "low": NUMBERS, "mean": NUMBERS,
+                   "scale": NUMBERS, "inputs": ("a list", TEXT), "intercept": NUMBER},
+    "calibration": {"extrapolated": PAIR, "interpolated": PAIR, "measured": PAIR,
+                    "ceiling": PAIR, "novel": ("a mapping", PAIR), "range": ("a mapping", PAIR),
+                    "doubling": ("a mapping", (NUMBER, None))},
+    "seen": {"configs": ("a mapping", NUMBERS), "model_gpu": ("a mapping", NUMBERS),
+             "units": ("a list", TEXT)},
+    "software_effects": ("a mapping", NUMBER), "framework_effects": ("a mapping", NUMBER),
+    "unit_effects": ("a mapping", NUMBER), "software_spread": ("a mapping", NUMBER),
+}
+# What a fit on no data, or on data without software stacks, leaves out; prediction does
+# without them. A calibration's `novel` spreads need its `ceiling`, its `range` its `doubling`.
+OPTIONAL = {"software_effects", "framework_effects", "unit_effects", "software_spread",
+            "interpolated", "measured", "ceiling", "novel", "range", "doubling", "units"}
+NEEDS = {"novel": "ceiling", "range": "doubling"}
+
+
 def _malformed(doc: dict) -> str | None:
     """What makes a document of the right schema version unusable: a section or key missing,
-    or a number that is NaN or infinite (a fit never writes one)."""
+    a value of the wrong type where throughput prediction reads it, or a number that is NaN
+    or infinite (a fit never writes one)."""
     for section, keys in SECTIONS.items():
         part = doc.get(section)
         if not isinstance(part, dict):
             return f"lacks the {section} section"
         if missing := [key for key in keys if key not in part]:
             return f"lacks {section}.{missing[0]}"
+    if problem := _wrong_shape(doc["throughput"], THROUGHPUT_SHAPE, "throughput"):
+        return problem
+    calibration = doc["throughput"]["calibration"]
+    if missing := [needed for key, needed in NEEDS.items()
+                   if key in calibration and needed not in calibration]:
+        return f"lacks throughput.calibration.{missing[0]}"
     if where := _non_finite(doc, ""):
         return f"holds a NaN or infinite number at {where}"
     return None
+
+
+def _wrong_shape(value, shape, where: str) -> str | None:
+    """What in `value` does not have `shape` (THROUGHPUT_SHAPE's vocabulary), or None."""
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return f"holds something other than a mapping at {where}"
+        for key, inner in shape.items():
+            if key not in value:
+                if key in OPTIONAL:
+                    continue
+                return f"lacks {where}.{key}"
+            if problem := _wrong_shape(value[key], inner, f"{where}.{key}"):
+                return problem
+        return None
+    if isinstance(shape, tuple) and shape[0] in ("a list", "a mapping"):
+        kind, inner = shape
+        container = list if kind == "a list" else dict
+        if not isinstance(value, container):
+            return f"holds something other than {kind} at {where}"
+        items = value.items() if container is dict else enumerate(value)
+        return next((problem for key, item in items
+                     if (problem := _wrong_shape(item, inner, f"{where}.{key}"))), None)
+    allowed = shape if isinstance(shape, tuple) else (shape,)
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if (None in allowed and value is None) or (NUMBER in allowed and number) or (
+            TEXT in allowed and isinstance(value, str)) or (
+            PAIR in allowed and isinstance(value, list) and len(value) == 2
+            and not _wrong_shape(value, NUMBERS, where)):
+        return None
+    return f"holds something other than {' or '.join(str(a) for a in allowed)} at {where}"
 
 
 def _non_finite(value, where: str) -> str | None:

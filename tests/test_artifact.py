@@ -3,6 +3,7 @@ shipped artifact is exactly what `advisor fit` makes from the shipped data."""
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -122,6 +123,38 @@ def test_bad_artifacts_give_errors_that_name_the_fix(tmp_path):
         load_artifact(tmp_path / "old.json")
     with pytest.raises(ArtifactError, match="unknown target"):
         load_artifact(SHIPPED).predict("speed", to_arrays([candidate()]))
+
+
+# A hand-edited artifact whose throughput section has a wrong type where prediction reads it:
+# refused on load, naming the key, instead of a traceback in the middle of a prediction.
+WRONG_SHAPES = [
+    (("software_effects",), "fast", "a mapping at throughput.software_effects"),
+    (("unit_effects",), "fast", "a mapping at throughput.unit_effects"),
+    (("coefficients", "memory"), "1.9", "a number at throughput.coefficients.memory"),
+    (("coefficients",), [1.0, 2.0], "a mapping at throughput.coefficients"),
+    (("correction", "coef"), ["x"], "a number at throughput.correction.coef.0"),
+    (("calibration", "extrapolated"), [0.4], "pair at throughput.calibration.extrapolated"),
+    (("calibration", "ceiling"), None, "lacks throughput.calibration.ceiling"),
+    (("seen",), "x", "a mapping at throughput.seen"),
+]
+
+
+@pytest.mark.parametrize("keys, value, message", WRONG_SHAPES, ids=lambda v: str(v)[:30])
+def test_a_throughput_section_of_the_wrong_shape_is_refused_on_load(tmp_path, keys, value,
+                                                                     message):
+    doc = json.loads(SHIPPED.read_text())
+    load_artifact(SHIPPED).predict("throughput", to_arrays([candidate()]))  # well-formed
+    part = doc["throughput"]
+    for key in keys[:-1]:
+        part = part[key]
+    if value is None:
+        del part[keys[-1]]
+    else:
+        part[keys[-1]] = value
+    (tmp_path / "edited.json").write_text(json.dumps(doc))
+    with pytest.raises(ArtifactError, match=re.escape(message)) as raised:
+        load_artifact(tmp_path / "edited.json")
+    assert "advisor fit" in str(raised.value)
 
 
 def test_lifetimes_follow_the_published_curves_and_stated_priors():
