@@ -1,6 +1,7 @@
 """Held-out accuracy of the throughput model: leave one model out, leave one GPU out, train on
 small clusters and test on larger ones, leave one source out (CM-DARE's, published, this
-project's own runs), or random k-fold.
+project's own runs), leave one software stack out (a code base in a container: a new
+benchmark's figures of models and GPUs the fit knows), or random k-fold.
 
 Every held-out prediction goes through the same path as production: fit (with its own
 calibration and its hyperparameters chosen by inner cross-validation, on the training part
@@ -20,7 +21,9 @@ from advisor.features import take
 from advisor.fitting import SEED, fit_throughput, throughput_data
 from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL
 
-SPLITS = ("model", "gpu", "nodes", "source", "random")
+SPLITS = ("model", "gpu", "nodes", "source", "stack", "random")
+# The feature each leave-one-out split holds out one value of at a time.
+HELD_OUT_COLUMN = {"model": "model", "gpu": "gpu", "source": "source", "stack": "software"}
 TARGETS = ("throughput", "step_time")
 
 
@@ -34,8 +37,8 @@ def folds(features: dict, split: str, max_train_workers: int | None = None):
 
     n = len(features["model"])
     workers = np.asarray(features["nodes"], float) * np.asarray(features["gpus_per_node"], float)
-    if split in ("model", "gpu", "source"):
-        labels = np.asarray(features[split])
+    if split in HELD_OUT_COLUMN:
+        labels = np.asarray(features[HELD_OUT_COLUMN[split]]).astype(str)
         distinct = np.unique(labels)
         if len(distinct) < 2:
             raise EvaluateError(f"the store holds one {split} only ({', '.join(distinct)}); "

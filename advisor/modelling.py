@@ -145,7 +145,9 @@ def evaluate(
 ) -> Evaluation:
     """Cross-validate the throughput model on the store at `store` the way it is used: on
     models (`split="model"`), GPUs ("gpu"), larger clusters ("nodes": trained on clusters up to
-    `max_train_workers` workers, the median size by default) or 5 random folds ("random")."""
+    `max_train_workers` workers, the median size by default), sources ("source"), software
+    stacks ("stack": a code base in a container, as a new benchmark measures with its own) or
+    5 random folds ("random")."""
     from advisor import evaluation
 
     path = _store(store)

@@ -16,7 +16,9 @@ hi/lo).
    (a code base in a container and framework: advisor.fitting.software_label) measured it; a
    held-out row is predicted with its stack's fitted effect where the training fold saw that
    stack, else with its framework's (2+ stacks of it seen), else for the reference PyTorch
-   stack. The fitted stack effects of the whole data are summarised per framework.
+   stack. The fitted stack effects of the whole data are summarised per framework. Leave
+   one stack out holds out each stack's figures in turn (`advisor evaluate --split stack`):
+   a new benchmark's table of models and GPUs the fit knows, measured with its own software.
 3. Across sources: CM-DARE's data, the published figures and this project's own GPU
    measurements (datasets/measurements, source `local`) in one store, each held out in turn
    (`advisor evaluate --split source`).
@@ -75,6 +77,16 @@ def report(label: str, store: Path, split: str, priors: bool = False, **options)
         for g in result["groups"]:
             print(f"  {'    held out: ' + g['group']:<28} n={g['n']:<4} MAPE {g['mape']:5.1f}%"
                   f"   log-linear {g['baseline_mape']:5.1f}%   coverage {g['coverage']:.0%}")
+    if split == "stack":  # dozens of stacks: their held-out rows summed per framework
+        by_framework: dict[str, list[dict]] = {}
+        for g in result["groups"]:
+            by_framework.setdefault(framework(g["group"]), []).append(g)
+        for name, groups in sorted(by_framework.items()):
+            n = sum(g["n"] for g in groups)
+            mape = sum(g["n"] * g["mape"] for g in groups) / n
+            covered = sum(g["n"] * g["coverage"] for g in groups) / n
+            print(f"  {'    ' + name:<28} n={n:<4} MAPE {mape:5.1f}%   {len(groups)} stacks held "
+                  f"out one at a time   coverage {covered:.0%}")
     for term in TUNED_PRIORS if priors else ():
         chosen = Counter(f"{g['priors'][term]:g}" for g in result["groups"])
         print(f"  {'  prior ' + term:<28} chosen "
@@ -137,6 +149,7 @@ def published(tmp: Path) -> None:
     print_effect_ranges(fitted["unit_effects"], lambda cell: cell.rsplit(UNIT_SEPARATOR, 1)[1])
     for split, label in SPLITS:
         report(label, store, split)
+    report("leave one stack out", store, "stack")
     # The A100-40GB rows are the 20.06 container's (see scripts/build_artifact.py).
     report("GPU out, without 20.06 rows", store, "gpu", exclude_software=("pytorch-20.06",))
 

@@ -125,6 +125,25 @@ def test_source_split_holds_out_each_source(tmp_path):
     assert {p["gpu"] for p in result["predictions"] if p["group"] == "published"} == {"V100"}
 
 
+def test_stack_split_holds_out_each_software_stack(tmp_path):
+    """A benchmark's figures measured with software the fit never saw (its own code base or
+    container), of GPUs it knows: one stack held out at a time."""
+    synthetic_store(tmp_path / "local.db", gpus=("T4", "V100", "A100-40GB"))
+    with pytest.raises(EvaluateError, match="one stack only"):
+        evaluate(tmp_path / "local.db", "stack")
+    copy_store(tmp_path / "local.db", tmp_path / "m.db", lambda t: {
+        **t, "software": {"torch": "2.0-other"}} if t["gpu_type"] == "V100"
+        else t)
+    out = subprocess.run(CLI + ["--store", str(tmp_path / "m.db"), "--split", "stack",
+                                "--format", "json"], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    groups = {g["group"]: g["n"] for g in result["groups"]}
+    assert sorted(groups.values()) == [60, 120]
+    other = next(name for name in groups if "2.0-other" in name)
+    assert {p["gpu"] for p in result["predictions"] if p["group"] == other} == {"V100"}
+
+
 @pytest.mark.parametrize("split, held_out, column", [("gpu", "T4", "gpu_type"),
                                                       ("source", "published", "source")])
 def test_nothing_from_the_test_fold_reaches_the_fit(tmp_path, split, held_out, column):

@@ -17,7 +17,8 @@ def evaluate(
     store: Path = typer.Option(..., "--store", envvar=envvar("store"), dir_okay=False,
                                help="measurement store (SQLite file)"),
     split: str = typer.Option("model", "--split",
-                              help="model | gpu | nodes | source | random: what is held out"),
+                              help="model | gpu | nodes | source | stack | random: what is "
+                              "held out"),
     target: str = typer.Option("throughput", "--target", help="throughput | step_time"),
     include_published: bool = typer.Option(
         True, "--include-published/--no-include-published",
@@ -34,14 +35,15 @@ def evaluate(
 
     --split model leaves one model out at a time, gpu one GPU type, nodes trains on small
     clusters and tests on larger ones, source one source (cmdare, published, profiler: this
-    project's runs), random is 5-fold. Everything the fit tunes is tuned on the training fold
-    only. A held-out row is predicted with the fitted effect of its software stack (a code
-    base in a container: a published row's cited folder and container, the profiler's runs
-    one stack), and its effect on the row's arithmetic unit (FP32, TF32 or 16-bit tensor
-    cores: a stack's mixed-precision recipe is its own), where the training fold saw them,
-    else its framework's, and its interval widens by the fitted stacks' spread. Reports MAPE
-    (percent), the same for a plain log-linear baseline, and how often the 90% interval held
-    the measurement.
+    project's runs), stack one software stack (a benchmark's own code base in its container:
+    figures of known models and GPUs from software the fit never saw), random is 5-fold.
+    Everything the fit tunes is tuned on the training fold only. A held-out row is predicted
+    with the fitted effect of its software stack (a code base in a container: a published row's
+    cited folder and container, the profiler's runs one stack), and its effect on the row's
+    arithmetic unit (FP32, TF32 or 16-bit tensor cores: a stack's mixed-precision recipe is its
+    own), where the training fold saw them, else its framework's, and its interval widens by the
+    fitted stacks' spread. Reports MAPE (percent), the same for a plain log-linear baseline, and
+    how often the 90% interval held the measurement.
 
     Examples:
 
@@ -52,6 +54,8 @@ def evaluate(
         advisor evaluate --store m.db --split gpu --exclude-software pytorch-20.06
 
         advisor evaluate --store m.db --split source
+
+        advisor evaluate --store m.db --split stack
     """
     from advisor.modelling import evaluate as run
     from gpuadvisor.errors import GpuAdvisorError
