@@ -148,6 +148,9 @@ def _malformed(doc: dict) -> str | None:
     if missing := [needed for key, needed in NEEDS.items()
                    if key in calibration and needed not in calibration]:
         return f"lacks throughput.calibration.{missing[0]}"
+    # A fit writes every term; one missing would be priced at its prior without a word.
+    if missing := [t for t in physics.TERMS if t not in doc["throughput"]["coefficients"]]:
+        return f"lacks throughput.coefficients.{missing[0]}"
     if where := _non_finite(doc, ""):
         return f"holds a NaN or infinite number at {where}"
     return None

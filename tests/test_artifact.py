@@ -135,6 +135,7 @@ WRONG_SHAPES = [
     (("correction", "coef"), ["x"], "a number at throughput.correction.coef.0"),
     (("calibration", "extrapolated"), [0.4], "pair at throughput.calibration.extrapolated"),
     (("calibration", "ceiling"), None, "lacks throughput.calibration.ceiling"),
+    (("coefficients", "memory"), None, "lacks throughput.coefficients.memory"),
     (("seen",), "x", "a mapping at throughput.seen"),
 ]
 
