@@ -183,6 +183,16 @@ def make_files(workdir: Path) -> dict[str, Path]:
     write("art/nan.json", json.dumps(nan))  # Python writes NaN, as a broken fit would
     write("art/utf16.json", SHIPPED_ARTIFACT.read_text().encode("utf-16"))
     write("art/throughput_list.json", json.dumps({**shipped, "throughput": []}))
+    # hand edits of the throughput section that keep it valid JSON of the right schema
+    for name, key, value in (("effects_text", "unit_effects", "fast"),
+                             ("calibration_text", "calibration", "wide"),
+                             ("coefficient_text", "coefficients",
+                              {**shipped["throughput"]["coefficients"], "memory": "1.9"}),
+                             ("no_coefficient", "coefficients",
+                              {k: v for k, v in shipped["throughput"]["coefficients"].items()
+                               if k != "memory"})):
+        write(f"art/{name}.json", json.dumps({**shipped, "throughput": {
+            **shipped["throughput"], key: value}}))
 
     # catalogs
     good_rows = SHIPPED_CATALOG.read_text().splitlines()[1:4]
@@ -316,7 +326,8 @@ ARTIFACTS = ("art_empty_json", "art_list_json", "art_null_json", "art_truncated_
              "art_schema99_json", "art_schema_str_json", "art_version_only_json",
              "art_no_throughput_json", "art_no_lifetime_json", "art_no_startup_s_json",
              "art_no_checkpoint_s_json", "art_no_recovery_s_json", "art_nan_json", "art_utf16_json",
-             "art_throughput_list_json")
+             "art_throughput_list_json", "art_effects_text_json", "art_calibration_text_json",
+             "art_coefficient_text_json", "art_no_coefficient_json")
 CATALOGS = ("cat_header_only_csv", "cat_utf16_csv", "cat_no_price_csv", "cat_price_nan_csv",
             "cat_price_inf_csv", "cat_price_negative_csv", "cat_price_zero_csv",
             "cat_price_text_csv", "cat_gpus_zero_csv", "cat_gpus_negative_csv",
