@@ -114,7 +114,9 @@ SECTIONS = {"throughput": ("coefficients",), "startup_s": ("vm_s", "first_step_s
 NUMBER, TEXT, PAIR = "a number", "text", "a [low, high] pair"
 NUMBERS = ("a list", NUMBER)
 THROUGHPUT_SHAPE = {
-    "coefficients": ("a mapping", NUMBER),
+    # Every physics term: a fit writes them all, and one missing would be priced at its prior
+    # without a word.
+    "coefficients": {term: NUMBER for term in physics.TERMS},
     "correction": {"coef": NUMBERS, "high": NUMBERS, "low": NUMBERS, "mean": NUMBERS,
                    "scale": NUMBERS, "inputs": ("a list", TEXT), "intercept": NUMBER},
     "calibration": {"extrapolated": PAIR, "interpolated": PAIR, "measured": PAIR,
@@ -148,9 +150,6 @@ def _malformed(doc: dict) -> str | None:
     if missing := [needed for key, needed in NEEDS.items()
                    if key in calibration and needed not in calibration]:
         return f"lacks throughput.calibration.{missing[0]}"
-    # A fit writes every term; one missing would be priced at its prior without a word.
-    if missing := [t for t in physics.TERMS if t not in doc["throughput"]["coefficients"]]:
-        return f"lacks throughput.coefficients.{missing[0]}"
     if where := _non_finite(doc, ""):
         return f"holds a NaN or infinite number at {where}"
     return None
