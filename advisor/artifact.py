@@ -126,10 +126,12 @@ THROUGHPUT_SHAPE = {
              "units": ("a list", TEXT)},
     "software_effects": ("a mapping", NUMBER), "framework_effects": ("a mapping", NUMBER),
     "unit_effects": ("a mapping", NUMBER), "software_spread": ("a mapping", NUMBER),
+    "code_effects": ("a mapping", NUMBER), "code_unit_effects": ("a mapping", NUMBER),
 }
 # What a fit on no data, or on data without software stacks, leaves out; prediction does
 # without them. A calibration's `novel` spreads need its `ceiling`, its `range` its `doubling`.
 OPTIONAL = {"software_effects", "framework_effects", "unit_effects", "software_spread",
+            "code_effects", "code_unit_effects",
             "interpolated", "measured", "ceiling", "novel", "range", "doubling", "units"}
 NEEDS = {"novel": "ceiling", "range": "doubling"}
 
@@ -435,17 +437,39 @@ def framework(stack: str) -> str:
     return next((name for key, name in VERSIONED_FRAMEWORKS if key in software), "unknown")
 
 
+def code_label(stack: str) -> str | None:
+    """The code base of a `software_label`: its source with the code base and framework it
+    records, in the label's own form (so `framework` reads it); None where it names no code
+    base (the profiler's and CM-DARE's stacks)."""
+    source, _, recorded = stack.partition(" ")
+    try:
+        software = json.loads(recorded)
+    except ValueError:
+        return None
+    if not isinstance(software, dict) or not software.get("code"):
+        return None
+    kept = {key: software[key] for key in ("code", "framework") if key in software}
+    return f"{source} {json.dumps(kept, sort_keys=True)}"
+
+
+def _lower_keys(table: dict) -> dict:
+    return {name.lower(): value for name, value in table.items()}
+
+
 def _stack_prior(spec: dict, stack: str) -> tuple[float, float]:
     """(log effect on throughput, log spread of its own effect still unknown) of a software
-    stack (lower-cased `software_label`): its fitted effect where the fit saw it; else its
-    framework's, with the spread of the fitted stacks around their frameworks; else the
-    reference's (0), with their spread around it (`software_spread`). A stack is a random
-    effect: one the fit never saw (another lab's container) is a draw from that spread. A row
-    that names no stack has no spread."""
-    stacks = {name.lower(): effect for name, effect in spec.get("software_effects", {}).items()}
+    stack (lower-cased `software_label`): its fitted effect where the fit saw it; else, for a
+    new container of a code base the fit saw, that code base's (`code_effects`, its
+    framework's included); else its framework's; else the reference's (0). The spread of an
+    unseen stack is that of the fitted stacks around their frameworks, or around the
+    reference (`software_spread`). A stack is a random effect: one the fit never saw (another
+    lab's container) is a draw from that spread. A row that names no stack has no spread."""
+    stacks = _lower_keys(spec.get("software_effects", {}))
     if stack in stacks:
         return stacks[stack], 0.0
-    effect = spec.get("framework_effects", {}).get(framework(stack))
+    effect = _lower_keys(spec.get("code_effects", {})).get(code_label(stack) or "")
+    if effect is None:
+        effect = spec.get("framework_effects", {}).get(framework(stack))
     spread = 0.0 if stack in ("", "0") else spec.get("software_spread", {}).get(
         "any" if effect is None else "within_framework", 0.0)
     return (0.0 if effect is None else effect), spread
@@ -460,16 +484,21 @@ def unit_keys(stacks, units) -> np.ndarray:
 def _unit_effect(spec: dict, features: dict, stacks: np.ndarray, codes: np.ndarray
                  ) -> np.ndarray:
     """Log effect on throughput of each row's stack (`stacks[codes]`, lower-cased) on the
-    row's arithmetic unit, beyond the stack's own (`unit_effects`): 0 where the fit never saw
-    the stack on that unit. Keys are built once per distinct stack and unit, not per row."""
-    table = {name.lower(): effect for name, effect in spec.get("unit_effects", {}).items()}
+    row's arithmetic unit, beyond the stack's own (`unit_effects`); where the fit never saw
+    the stack on that unit, its code base's there (`code_unit_effects`), else 0. Keys are
+    built once per distinct stack and unit, not per row."""
+    table = _lower_keys(spec.get("unit_effects", {}))
     if not table:
         return np.zeros(len(codes))
+    by_code = _lower_keys(spec.get("code_unit_effects", {}))
     units, unit_codes = np.unique(physics.arithmetic_unit(features).astype(str),
                                   return_inverse=True)
     pairs, inverse = np.unique(codes * len(units) + unit_codes.reshape(-1), return_inverse=True)
-    keys = unit_keys(stacks[pairs // len(units)], units[pairs % len(units)])
-    return np.array([table.get(key, 0.0) for key in keys], dtype=float)[inverse.reshape(-1)]
+    pair_stacks, pair_units = stacks[pairs // len(units)], units[pairs % len(units)]
+    keys = unit_keys(pair_stacks, pair_units)
+    code_keys = unit_keys([code_label(s) or "" for s in pair_stacks], pair_units)
+    return np.array([table.get(key, by_code.get(code, 0.0)) for key, code in
+                     zip(keys, code_keys)], dtype=float)[inverse.reshape(-1)]
 
 
 def _widen_for_unseen_stacks(spec: dict, features: dict, value, lo, hi):

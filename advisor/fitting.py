@@ -26,6 +26,7 @@ from advisor.artifact import (
     RANGE_AXES,
     SCHEMA_VERSION,
     Artifact,
+    code_label,
     config_keys,
     framework,
     range_axis,
@@ -219,7 +220,11 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
     is a code base in a framework at a version) gets a log offset on its step time, pulled
     towards 0 like a coefficient towards its prior, so the physics fits a reference stack
     instead of bending its efficiencies to one stack's fast kernels (beyond the datasheet
-    peak). A stack also gets an offset on each arithmetic unit it ran on (`unit_effects`,
+    peak). A stack that cites a code base (`code_label`: NVIDIA's PyTorch ConvNets, in
+    whichever container) shares a level with that code base's other containers, on every
+    unit and on each: a new container of known code is priced with what its containers share
+    (`code_effects`, `code_unit_effects`), where it used to get its framework's effect alone.
+    A stack also gets an offset on each arithmetic unit it ran on (`unit_effects`,
     nested in its own): its mixed-precision recipe (which operators a graph rewrite or
     autocast leaves in FP32, its loss scaling, fused FP16 optimizers) and whether it switches
     TF32 on are its own, so TensorFlow's Transformer-XL can be slow in AMP and on time in TF32
@@ -244,6 +249,12 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
     unit = physics.arithmetic_unit(features).astype(str)
     cell_names, cell = np.unique(unit_keys(labels, unit), return_inverse=True)
     cell = cell.reshape(-1)
+    # A code base's containers share its implementation: a level between the framework and
+    # the stack, on every unit and on each (stacks without a cited code base have none).
+    code_of_row = np.array([code_label(name) or "" for name in labels], dtype=str)
+    code_names = np.unique(code_of_row[code_of_row != ""])
+    code_unit = unit_keys(code_of_row, unit)
+    code_cell_names = np.unique(code_unit[code_of_row != ""])
     # The reference stacks' rows on each unit, each row a share of its unit's: the physics
     # describes the reference on every unit, not only on average over them.
     reference_row = reference_stacks(stack_names)[stack]
@@ -253,14 +264,17 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
     stacks = len(stack_names) if len(stack_names) > 1 else 0
     frameworks = len(framework_names) if stacks else 0
     cells = len(cell_names) if stacks else 0
+    codes, code_cells = (len(code_names), len(code_cell_names)) if stacks else (0, 0)
     terms = len(physics.TERMS)
     weight = math.sqrt(PRIOR_STRENGTH)
 
-    # Each row's offset is the sum of three nested effects, each an indicator column: its
-    # stack's own, its stack's framework's, and its stack's on the row's arithmetic unit.
+    # Each row's offset is the sum of five nested effects, each an indicator column: its
+    # stack's own, its stack's framework's, its stack's on the row's arithmetic unit, and its
+    # stack's code base's on every unit and on the row's.
     if stacks:
         levels = np.hstack([np.eye(stacks)[stack], np.eye(frameworks)[framework_of_stack[stack]],
-                            np.eye(cells)[cell]])
+                            np.eye(cells)[cell], _indicators(code_of_row, code_names),
+                            _indicators(code_unit, code_cell_names)])
     else:
         levels = np.zeros((len(stack), 0))
 
@@ -300,12 +314,18 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
                            method="trf", x_scale=1.0,
                            tr_solver="lsmr" if stacks else "exact").x
     coefficients = {t: float(v) for t, v in zip(physics.TERMS, np.exp(params[:terms]))}
-    own = params[terms:terms + stacks]
-    shared = params[terms + stacks:terms + stacks + frameworks]
-    on_unit = params[terms + stacks + frameworks:]
-    offsets = own + shared[framework_of_stack] if stacks else np.zeros(len(stack_names))
+    own, shared, on_unit, by_code, by_code_unit = np.split(
+        params[terms:], np.cumsum([stacks, frameworks, cells, codes]))
+    code_effect = dict(zip(code_names, by_code))
+    code_unit_effect = dict(zip(code_cell_names, by_code_unit))
+    offsets = own + shared[framework_of_stack] + np.array(
+        [code_effect.get(code_label(name) or "", 0.0) for name in stack_names]
+    ) if stacks else np.zeros(len(stack_names))
     stack_of_cell = np.zeros(len(cell_names), dtype=int)
     stack_of_cell[cell] = stack
+    cell_code = dict(zip(cell_names[cell], code_unit))
+    on_unit = on_unit + np.array([code_unit_effect.get(cell_code[name], 0.0)
+                                  for name in cell_names]) if stacks else on_unit
     residual = log_seconds - levels @ params[terms:] - np.log(
         physics.step_time(features, coefficients))
     return {"coefficients": coefficients, "correction": fit_correction(features, residual),
@@ -321,12 +341,23 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
             # A stack's effect on one arithmetic unit, beyond its effect on every unit (its
             # mixed-precision recipe, TF32 switched on or not): keyed `stack|unit`.
             "unit_effects": {str(name): float(-o) for name, o in zip(cell_names, on_unit)},
+            # What a new container of a code base the fit saw gets: its framework's effect and
+            # its code base's, on every unit and on each (`code_label`).
+            "code_effects": {str(name): float(-o - shared[list(framework_names).index(
+                framework(name))]) for name, o in code_effect.items()},
+            "code_unit_effects": {str(name): float(-o) for name, o in code_unit_effect.items()},
             # An unseen stack's effect on a unit is its own plus its own there: the spread
             # of the fitted stacks' effects on each unit they ran on.
             "software_spread": software_effect_spread(
                 offsets[stack_of_cell] + on_unit, shared, framework_of_stack[stack_of_cell],
                 np.bincount(framework_of_stack, minlength=len(shared)))
             if stacks else {}}
+
+
+def _indicators(labels: np.ndarray, names: np.ndarray) -> np.ndarray:
+    """One 0/1 column per name, 1 on the rows whose label it is (rows labelled with none of
+    them, the empty label, have all zeros)."""
+    return (labels[:, None] == names[None, :]).astype(float)
 
 
 def software_effect_spread(offsets: np.ndarray, shared: np.ndarray, framework_of_stack:

@@ -221,7 +221,8 @@ def test_no_prediction_or_interval_passes_the_gpus_peak():
 
 def test_a_known_software_stack_prices_as_it_was_fitted_and_recommend_names_none():
     """`advisor evaluate` names the stack that measured a held-out row: its fitted effect
-    applies (else its framework's, where 2 or more of the framework's stacks were seen);
+    applies (else its code base's, else its framework's, where 2 or more of the framework's
+    stacks were seen);
     `recommend` names none and gets the reference (PyTorch) stack."""
     doc = json.loads(SHIPPED.read_text())
     effects = doc["throughput"]["software_effects"]
@@ -238,6 +239,18 @@ def test_a_known_software_stack_prices_as_it_was_fitted_and_recommend_names_none
         ['published {"container": "mxnet-99.01", "framework": "MXNet"}'])}
     assert artifact.predict("throughput", unseen_version).value[0] == pytest.approx(
         reference * math.exp(mxnet))
+    # A new container of a code base the fit saw gets that code base's effects (its
+    # framework's included), on every unit and on this one.
+    convnets = 'NVIDIA/DeepLearningExamples PyTorch/Classification/ConvNets'
+    code = f'published {{"code": "{convnets}", "framework": "PyTorch"}}'
+    new_container = {**to_arrays([row]), "software": np.array(
+        [f'published {{"code": "{convnets}", "container": "pytorch-99.01", '
+         '"framework": "PyTorch"}'])}
+    throughput = doc["throughput"]
+    assert code in throughput["code_effects"]
+    assert artifact.predict("throughput", new_container).value[0] == pytest.approx(
+        reference * math.exp(throughput["code_effects"][code]
+                             + throughput["code_unit_effects"].get(f"{code}|tensor16", 0.0)))
     unknown = {**to_arrays([row]), "software": np.array(["local {\"jax\": \"0.4\"}"])}
     assert artifact.predict("throughput", unknown).value[0] == pytest.approx(reference)
 

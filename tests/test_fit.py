@@ -290,6 +290,52 @@ def test_a_stack_is_a_code_base_in_a_container():
     assert software_label(runs[0]) == software_label(runs[1]) == 'local {"torch": "2.11"}'
 
 
+def test_a_new_container_of_a_code_base_inherits_what_its_containers_share():
+    """Two containers of one code base both slow in AMP (a recipe of the code, not of the
+    container): the code base's effect there takes the larger share of it, and a third
+    container of that code, never seen, is priced with it instead of the framework's."""
+    from advisor.artifact import Artifact, code_label
+    from advisor.fitting import fit_throughput_core
+
+    rows = [row(m, g, n, 1, p) for m in MODELS for g in ("V100", "A100-40GB")
+            for n in (1, 2) for p in ("fp32", "amp")]
+    truth = true_throughput(rows)
+
+    def stack(code, container, framework):
+        return (f'published {{"code": "{code}", "container": "{container}", '
+                f'"framework": "{framework}"}}')
+
+    old, new = stack("TF/Slow", "tf-20.06", "TF"), stack("TF/Slow", "tf-21.03", "TF")
+    plain = stack("PyTorch/Plain", "pytorch-21.03", "PyTorch")
+    features = to_arrays(rows)
+    half = features["precision"] == "amp"
+    which = np.arange(len(rows)) % 3
+    features["software"] = np.choose(which, [old, new, plain])
+    core = fit_throughput_core(features, np.where((which < 2) & half, 1 / 1.5, 1.0) * truth)
+    slow_code = code_label(old)
+    assert slow_code == code_label(new) != code_label(plain)
+    unseen = stack("TF/Slow", "tf-22.01", "TF")
+    doc = {"throughput": {**core, "seen": {"configs": {}, "model_gpu": {}},
+                          "calibration": {"extrapolated": [-0.1, 0.1]}}}
+    amp_rows = {k: v[half] for k, v in features.items()}
+
+    def log_ratio_to_plain(software):
+        named = Artifact(doc).predict("throughput", {**amp_rows, "software": np.full(
+            int(half.sum()), software)}).value
+        return np.log(named / Artifact(doc).predict("throughput", {**amp_rows, "software": (
+            np.full(int(half.sum()), plain))}).value)
+
+    shared = core["code_effects"][slow_code] + core["code_unit_effects"][f"{slow_code}|tensor16"]
+    assert np.allclose(log_ratio_to_plain(unseen), shared - stack_effect(core, plain, "tensor16"))
+    # Every level is pulled to 0 alike, so what the two containers share (their code base's
+    # effect, their framework's) takes most of their slowdown; the framework alone, all that
+    # a new container got before, leaves most of it out.
+    seen = np.mean([log_ratio_to_plain(s) for s in (old, new)])
+    assert seen == pytest.approx(-np.log(1.5), abs=0.1)
+    assert np.all(log_ratio_to_plain(unseen) < 0.6 * seen)
+    assert core["framework_effects"]["tf"] > 0.3 * seen
+
+
 def test_a_stack_that_skips_card_work_never_sets_the_reference():
     from advisor.fitting import fit_throughput_core, reference_stacks
 
