@@ -147,6 +147,9 @@ def published(tmp: Path) -> None:
     print("  a stack's own effect on one arithmetic unit, beyond its effect on all (its "
           "mixed-precision recipe, its TF32 switch):")
     print_effect_ranges(fitted["unit_effects"], lambda cell: cell.rsplit(UNIT_SEPARATOR, 1)[1])
+    print("  what a code base's containers share (a new container of it gets this, its "
+          "framework's included), per framework:")
+    print_effect_ranges(fitted["code_effects"], framework, noun="code bases")
     for split, label in SPLITS:
         report(label, store, split)
     report("leave one stack out", store, "stack")
@@ -154,7 +157,8 @@ def published(tmp: Path) -> None:
     report("GPU out, without 20.06 rows", store, "gpu", exclude_software=("pytorch-20.06",))
 
 
-def print_effect_ranges(effects: dict[str, float], group, shared=None) -> None:
+def print_effect_ranges(effects: dict[str, float], group, shared=None,
+                        noun: str = "stacks") -> None:
     """One line per group of fitted effects (`group` of each key): how many, their range and
     median, and the group's own shared effect where `shared` has one."""
     grouped: dict[str, list[float]] = {}
@@ -163,7 +167,7 @@ def print_effect_ranges(effects: dict[str, float], group, shared=None) -> None:
     for name, values in sorted(grouped.items()):
         low, mid, high = np.percentile(values, [0, 50, 100])
         own = (shared or {}).get(name)
-        print(f"    {name:<13} {len(values):>3} stacks  {low:+.2f} .. {high:+.2f} "
+        print(f"    {name:<13} {len(values):>3} {noun}  {low:+.2f} .. {high:+.2f} "
               f"(median {mid:+.2f})" + ("" if own is None else f"  framework {own:+.2f}"))
 
 
