@@ -438,9 +438,9 @@ def framework(stack: str) -> str:
 
 
 def code_label(stack: str) -> str | None:
-    """The code base of a `software_label`: its source with the code base and framework it
-    records, in the label's own form (so `framework` reads it); None where it names no code
-    base (the profiler's and CM-DARE's stacks)."""
+    """The code base of a `software_label`: its source with the code base it records and its
+    `framework`, in the label's own form (so `framework` reads the same from both); None where
+    it names no code base (the profiler's and CM-DARE's stacks)."""
     source, _, recorded = stack.partition(" ")
     try:
         software = json.loads(recorded)
@@ -448,7 +448,7 @@ def code_label(stack: str) -> str | None:
         return None
     if not isinstance(software, dict) or not software.get("code"):
         return None
-    kept = {key: software[key] for key in ("code", "framework") if key in software}
+    kept = {"code": software["code"], "framework": framework(stack)}
     return f"{source} {json.dumps(kept, sort_keys=True)}"
 
 

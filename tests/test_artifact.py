@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from test_physics import candidate as physics_candidate
 
-from advisor.artifact import Artifact, ArtifactError, load_artifact
+from advisor.artifact import Artifact, ArtifactError, code_label, framework, load_artifact
 from advisor.features import to_arrays
 from advisor.fitting import fit_store
 
@@ -242,10 +242,10 @@ def test_a_known_software_stack_prices_as_it_was_fitted_and_recommend_names_none
     # A new container of a code base the fit saw gets that code base's effects (its
     # framework's included), on every unit and on this one.
     convnets = 'NVIDIA/DeepLearningExamples PyTorch/Classification/ConvNets'
-    code = f'published {{"code": "{convnets}", "framework": "PyTorch"}}'
-    new_container = {**to_arrays([row]), "software": np.array(
-        [f'published {{"code": "{convnets}", "container": "pytorch-99.01", '
-         '"framework": "PyTorch"}'])}
+    unseen_container = (f'published {{"code": "{convnets}", "container": "pytorch-99.01", '
+                        '"framework": "PyTorch"}')
+    code = code_label(unseen_container)
+    new_container = {**to_arrays([row]), "software": np.array([unseen_container])}
     throughput = doc["throughput"]
     assert code in throughput["code_effects"]
     assert artifact.predict("throughput", new_container).value[0] == pytest.approx(
@@ -326,3 +326,19 @@ def test_an_arithmetic_unit_never_trained_on_widens_the_interval():
     assert new_unit.value[0] == pytest.approx(seen_unit.value[0])
     assert new_unit.hi[0] / new_unit.lo[0] > seen_unit.hi[0] / seen_unit.lo[0]
     assert wide[1] > 0 > wide[0]
+
+
+def test_a_code_label_names_the_code_base_and_framework_of_a_stack():
+    """Two containers of one code base share a code label, which `framework` reads as their
+    framework (recorded, or inferred from the versions recorded); a stack naming no code base
+    (the profiler's, CM-DARE's) has none."""
+    def stack(container, **more):
+        return "published " + json.dumps({"code": "NVIDIA/DLE MxNet/RN50v1.5",
+                                          "container": container, **more}, sort_keys=True)
+
+    old, new = stack("mxnet-20.12", framework="MXNet"), stack("mxnet-22.04", framework="MXNet")
+    assert code_label(old) == code_label(new) is not None
+    assert framework(code_label(old)) == framework(old) == "mxnet"
+    assert framework(code_label(stack("c", mxnet="1.9"))) == "mxnet"  # inferred, then kept
+    assert code_label('local {"torch": "2.11"}') is None
+    assert code_label("published not json") is None
