@@ -339,7 +339,8 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
                                   enumerate(zip(framework_names, shared))
                                   if np.sum(framework_of_stack == i) >= 2},
             # A stack's effect on one arithmetic unit, beyond its effect on every unit (its
-            # mixed-precision recipe, TF32 switched on or not): keyed `stack|unit`.
+            # mixed-precision recipe, TF32 switched on or not; its code base's there included):
+            # keyed `stack|unit`.
             "unit_effects": {str(name): float(-o) for name, o in zip(cell_names, on_unit)},
             # What a new container of a code base the fit saw gets: its framework's effect and
             # its code base's, on every unit and on each (`code_label`).

@@ -42,8 +42,9 @@ def evaluate(
     cited folder and container, the profiler's runs one stack), and its effect on the row's
     arithmetic unit (FP32, TF32 or 16-bit tensor cores: a stack's mixed-precision recipe is its
     own), where the training fold saw them; else what the fold's other containers of its code
-    base share, else its framework's, and its interval widens by the fitted stacks' spread. Reports MAPE (percent), the same for a plain log-linear baseline, and
-    how often the 90% interval held the measurement.
+    base share, else its framework's, and its interval widens by the fitted stacks' spread.
+    Reports MAPE (percent), the same for a plain log-linear baseline, and how often the 90%
+    interval held the measurement.
 
     Examples:
 
