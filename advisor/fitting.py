@@ -251,7 +251,8 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
     cell = cell.reshape(-1)
     # A code base's containers share its implementation: a level between the framework and
     # the stack, on every unit and on each (stacks without a cited code base have none).
-    code_of_row = np.array([code_label(name) or "" for name in labels], dtype=str)
+    code_of_stack = np.array([code_label(name) or "" for name in stack_names], dtype=str)
+    code_of_row = code_of_stack[stack]
     code_names = np.unique(code_of_row[code_of_row != ""])
     code_unit = unit_keys(code_of_row, unit)
     code_cell_names = np.unique(code_unit[code_of_row != ""])
@@ -319,7 +320,7 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
     code_effect = dict(zip(code_names, by_code))
     code_unit_effect = dict(zip(code_cell_names, by_code_unit))
     offsets = own + shared[framework_of_stack] + np.array(
-        [code_effect.get(code_label(name) or "", 0.0) for name in stack_names]
+        [code_effect.get(code, 0.0) for code in code_of_stack]
     ) if stacks else np.zeros(len(stack_names))
     stack_of_cell = np.zeros(len(cell_names), dtype=int)
     stack_of_cell[cell] = stack
@@ -356,9 +357,14 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
 
 
 def _indicators(labels: np.ndarray, names: np.ndarray) -> np.ndarray:
-    """One 0/1 column per name, 1 on the rows whose label it is (rows labelled with none of
-    them, the empty label, have all zeros)."""
-    return (labels[:, None] == names[None, :]).astype(float)
+    """One 0/1 column per name (`names` sorted, as np.unique gives them), 1 on the rows whose
+    label it is (rows labelled with none of them, the empty label, have all zeros)."""
+    out = np.zeros((len(labels), len(names)))
+    if len(names):
+        at = np.minimum(np.searchsorted(names, labels), len(names) - 1)
+        found = names[at] == labels
+        out[np.flatnonzero(found), at[found]] = 1.0
+    return out
 
 
 def software_effect_spread(offsets: np.ndarray, shared: np.ndarray, framework_of_stack:
