@@ -81,28 +81,30 @@ class WorkerConfig(BaseModel):
 
 
 class StepTimer:
-    """Durations of successive steps: CUDA events polled without blocking, or perf_counter."""
+    """Durations of successive steps: CUDA events polled without blocking, or perf_counter.
+
+    On a GPU each step's end is the next step's start, and an event whose step has been read
+    goes back to a pool: a host-bound step (tens of kernels, a few ms) creates no event."""
 
     def __init__(self, cuda: bool):
         import torch
 
         self.cuda = cuda
         self._pending: list = []  # (step, start event, end event)
-        if cuda:
-            self._last = torch.cuda.Event(enable_timing=True)
-            self._last.record()
-        else:
-            self._last = time.perf_counter()
+        self._free: list = []  # events whose steps have been read
         self._torch = torch
+        self._last = self._now()
+
+    def _now(self):
+        if not self.cuda:
+            return time.perf_counter()
+        event = self._free.pop() if self._free else self._torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
 
     def mark(self, step: int) -> None:
-        if self.cuda:
-            end = self._torch.cuda.Event(enable_timing=True)
-            end.record()
-            self._pending.append((step, self._last, end))
-        else:
-            end = time.perf_counter()
-            self._pending.append((step, self._last, end))
+        end = self._now()
+        self._pending.append((step, self._last, end))
         self._last = end
 
     def ready(self, wait: bool = False) -> list[tuple[int, float]]:
@@ -116,6 +118,7 @@ class StepTimer:
                 if not end.query():
                     break
                 out.append((step, start.elapsed_time(end) / 1000.0))
+                self._free.append(start)  # no later step starts at it
             else:
                 out.append((step, end - start))
             self._pending.pop(0)

@@ -111,6 +111,48 @@ def test_step_timer_on_cpu_times_each_step():
     assert timer.ready() == []
 
 
+class FakeCudaEvent:
+    """torch.cuda.Event's timing calls on a clock of the test's: a recorded event completes
+    when the fake stream's work reaches it."""
+
+    created = 0
+    clock_ms = 0.0
+    done_until = float("inf")
+
+    def __init__(self, enable_timing: bool):
+        assert enable_timing
+        FakeCudaEvent.created += 1
+
+    def record(self):
+        self.at = FakeCudaEvent.clock_ms
+
+    def query(self):
+        return self.at <= FakeCudaEvent.done_until
+
+    def synchronize(self):
+        FakeCudaEvent.done_until = float("inf")
+
+    def elapsed_time(self, end):
+        return end.at - self.at
+
+
+def test_step_timer_on_a_gpu_reuses_the_events_of_steps_it_has_read(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeCudaEvent)
+    timer = worker.StepTimer(cuda=True)
+    times = []
+    for step in range(1, 201):
+        FakeCudaEvent.clock_ms += 4.0 + step % 3
+        timer.mark(step)
+        FakeCudaEvent.done_until = FakeCudaEvent.clock_ms - 10.0  # the GPU two steps behind
+        times += timer.ready()
+    times += timer.ready(wait=True)
+    assert [s for s, _ in times] == list(range(1, 201))
+    assert [t for _, t in times] == pytest.approx([(4.0 + s % 3) / 1000 for s in range(1, 201)])
+    assert FakeCudaEvent.created <= 5  # not one a step
+
+
 @pytest.mark.parametrize(
     "config, message",
     [
