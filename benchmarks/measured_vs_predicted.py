@@ -53,8 +53,8 @@ def main() -> None:
     for reason, count in skipped.items():
         print(f"skipped {count}: {reason}")
     prediction = load_artifact(args.artifact).predict("throughput", features)
-    print(f"{'model':<18}{'gpu':<6}{'prec':<5}{'batch':>6}{'measured':>10}{'predicted':>10}"
-          f"{'ratio':>7}  {'90% interval':<16}{'provenance':<13}{'alloc GiB':>10}{'est GiB':>8}"
+    print(f"{'model':<24}{'gpu':<6}{'prec':<5}{'batch':>7}{'measured':>12}{'predicted':>12}"
+          f"{'ratio':>7}  {'90% interval':<26}{'provenance':<13}{'alloc GiB':>10}{'est GiB':>8}"
           f"{'est/alloc':>10}{'resv GiB':>9}")
     ratios, inside, memory = [], [], {}
     for i, t in enumerate(kept):
@@ -68,9 +68,9 @@ def main() -> None:
         autotuned = t["precision"] in ("fp32", "tf32")
         memory.setdefault(t["model"] + (f" {t['precision']}" if autotuned else ""),
                           []).append(est / alloc)
-        print(f"{t['model']:<18}{t['gpu_type']:<6}{t['precision']:<5}{t['batch_per_gpu']:>6}"
-              f"{t['throughput']:>10,.0f}{value:>10,.0f}{ratios[-1]:>7.2f}  "
-              f"{f'{lo:,.0f}-{hi:,.0f}':<16}{prediction.provenance[i]:<13}{alloc:>10.2f}"
+        print(f"{t['model']:<24}{t['gpu_type']:<6}{t['precision']:<5}{t['batch_per_gpu']:>7}"
+              f"{t['throughput']:>12,.0f}{value:>12,.0f}{ratios[-1]:>7.2f}  "
+              f"{f'{lo:,.0f}-{hi:,.0f}':<26}{prediction.provenance[i]:<13}{alloc:>10.2f}"
               f"{est:>8.2f}{est / alloc:>10.2f}{t['peak_reserved_bytes'] / MIB / 1024:>9.2f}")
     ratios = np.array(ratios)
     print(f"\nthroughput over {len(ratios)} trials: MAPE {np.mean(np.abs(ratios - 1)) * 100:.1f}%,"

@@ -10,6 +10,11 @@ with `--exclude-software`: the features carry no software version, so they would
 slow GPU.
 
     .venv/bin/python scripts/build_artifact.py [--output datasets/model_artifact.json]
+        [--leave-out h200.json]
+
+--leave-out fits without a measurements file, for a test on data the fit has never seen: the
+advisor's predictions for a GPU's trials before they join the fit
+(benchmarks/measured_vs_predicted.py).
 """
 
 from __future__ import annotations
@@ -27,14 +32,15 @@ SHIPPED = Path(__file__).resolve().parent.parent / "datasets" / "model_artifact.
 SUPERSEDED = "pytorch-20.06"
 
 
-def build(output: Path) -> None:
+def build(output: Path, leave_out: tuple[str, ...] = ()) -> None:
     advisor = [sys.executable, "-c", "from advisor.cli import main; main()"]
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "GPUADVISOR_HOME": tmp}  # empty: only shipped data is read
         store = str(Path(tmp) / "shipped.db")
         imports = [["data", "import", "published", str(data.shipped("published_throughput.csv"))]]
         imports += [["data", "import", "runs", str(path)]
-                    for path in sorted(data.shipped("measurements").glob("*.json"))]
+                    for path in sorted(data.shipped("measurements").glob("*.json"))
+                    if path.name not in leave_out]
         for args in imports:
             subprocess.run(advisor + args + ["--store", store, "--format", "json"], check=True,
                            stdout=subprocess.DEVNULL, env=env)
@@ -46,4 +52,11 @@ def build(output: Path) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path, default=SHIPPED)
-    build(parser.parse_args().output)
+    parser.add_argument("--leave-out", action="append", default=[], metavar="FILE.json",
+                        help="a file of datasets/measurements/ to fit without (repeatable)")
+    args = parser.parse_args()
+    known = {path.name for path in data.shipped("measurements").glob("*.json")}
+    if unknown := set(args.leave_out) - known:
+        parser.error(f"no measurements file {', '.join(sorted(unknown))}; the files are "
+                     f"{', '.join(sorted(known))}")
+    build(args.output, tuple(args.leave_out))

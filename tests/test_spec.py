@@ -141,4 +141,4 @@ def test_the_shipped_h200_sweep_trials_are_still_the_gpu_specs_own():
 
     shipped = json.loads(Path("datasets/measurements/h200.json").read_text())
     keys = {t["trial_key"] for t in shipped if t["sweep"] == "gpu-local"}
-    assert len(keys) == 6 and keys <= {t.key for t in load_spec("specs/gpu-local.yaml").trials()}
+    assert len(keys) >= 10 and keys <= {t.key for t in load_spec("specs/gpu-local.yaml").trials()}
