@@ -12,6 +12,7 @@ same folds as a baseline.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,9 @@ SPLITS = ("model", "gpu", "nodes", "source", "stack", "random")
 # The feature each leave-one-out split holds out one value of at a time.
 HELD_OUT_COLUMN = {"model": "model", "gpu": "gpu", "source": "source", "stack": "software"}
 TARGETS = ("throughput", "step_time")
+# From this many configurations a fold's fit takes seconds (the published figures' ~650: ~6 s
+# on one core), so by default the folds are fitted in a process per CPU; below it, in this one.
+PARALLEL_FROM_CONFIGURATIONS = 200
 
 
 class EvaluateError(ValueError):
@@ -84,8 +88,13 @@ def loglinear_baseline(train: dict, y_train: np.ndarray, test: dict) -> np.ndarr
 
 def evaluate(store: str | Path, split: str, target: str = "throughput",
              include_published: bool = True, max_train_workers: int | None = None,
-             exclude_software: tuple[str, ...] = ()) -> dict:
-    """Held-out errors of one split, as a JSON-ready dict."""
+             exclude_software: tuple[str, ...] = (), jobs: int | None = None) -> dict:
+    """Held-out errors of one split, as a JSON-ready dict. The folds are fitted in `jobs`
+    processes at once (default: one per CPU this process may use, from
+    PARALLEL_FROM_CONFIGURATIONS configurations); each fold's fit is the same whatever the
+    number."""
+    from joblib import Parallel, delayed
+
     from gpuadvisor.store import Store
 
     if target not in TARGETS:
@@ -96,30 +105,47 @@ def evaluate(store: str | Path, split: str, target: str = "throughput",
     if len(throughput) == 0:
         raise EvaluateError(f"{store} holds no GPU throughput measurements with model "
                             "features; import some (`advisor data import cmdare|runs|published`)")
-    rows, groups, priors = [], [], {}
-    for name, train, test in folds(features, split, max_train_workers):
-        spec = fit_throughput(take(features, train), throughput[train], measured={})
-        predicted = Artifact({"throughput": spec}).predict("throughput", take(features, test))
-        baseline = loglinear_baseline(take(features, train), throughput[train],
-                                      take(features, test))
-        measured = throughput[test]
-        if target == "step_time":  # per-step seconds are the reciprocal at fixed batch
-            measured, baseline = 1 / measured, 1 / baseline
-            predicted_value, lo, hi = 1 / predicted.value, 1 / predicted.hi, 1 / predicted.lo
-        else:
-            predicted_value, lo, hi = predicted.value, predicted.lo, predicted.hi
-        for i, index in enumerate(test):
-            rows.append({
-                "group": name, "model": str(features["model"][index]),
-                "gpu": str(features["gpu"][index]),
-                "workers": int(features["nodes"][index] * features["gpus_per_node"][index]),
-                "measured": float(measured[i]), "predicted": float(predicted_value[i]),
-                "lo": float(lo[i]), "hi": float(hi[i]), "baseline": float(baseline[i]),
-                "provenance": str(predicted.provenance[i]),
-            })
-        groups.append(name)
-        priors[name] = spec["priors"]["values"]
+    splits = list(folds(features, split, max_train_workers))
+    if jobs is None:  # a worker process starts in about 2 s: worth it for fits of seconds
+        jobs = usable_cpus() if len(throughput) >= PARALLEL_FROM_CONFIGURATIONS else 1
+    jobs = min(jobs, len(splits))
+    results = Parallel(n_jobs=jobs)(delayed(held_out)(features, throughput, target, *fold)
+                                    for fold in splits)
+    rows = [row for fold_rows, _ in results for row in fold_rows]
+    groups = [name for name, _, _ in splits]
+    priors = {name: fold_priors for name, (_, fold_priors) in zip(groups, results)}
     return summarise(rows, groups, split, target, skipped, priors)
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def held_out(features: dict, throughput: np.ndarray, target: str, name: str,
+             train: np.ndarray, test: np.ndarray) -> tuple[list[dict], dict]:
+    """One fold: fit on `train`, predict `test`; its rows and the priors its fit chose."""
+    spec = fit_throughput(take(features, train), throughput[train], measured={})
+    predicted = Artifact({"throughput": spec}).predict("throughput", take(features, test))
+    baseline = loglinear_baseline(take(features, train), throughput[train],
+                                  take(features, test))
+    measured = throughput[test]
+    if target == "step_time":  # per-step seconds are the reciprocal at fixed batch
+        measured, baseline = 1 / measured, 1 / baseline
+        predicted_value, lo, hi = 1 / predicted.value, 1 / predicted.hi, 1 / predicted.lo
+    else:
+        predicted_value, lo, hi = predicted.value, predicted.lo, predicted.hi
+    rows = [{
+        "group": name, "model": str(features["model"][index]),
+        "gpu": str(features["gpu"][index]),
+        "workers": int(features["nodes"][index] * features["gpus_per_node"][index]),
+        "measured": float(measured[i]), "predicted": float(predicted_value[i]),
+        "lo": float(lo[i]), "hi": float(hi[i]), "baseline": float(baseline[i]),
+        "provenance": str(predicted.provenance[i]),
+    } for i, index in enumerate(test)]
+    return rows, spec["priors"]["values"]
 
 
 def coverage(rows: list[dict]) -> float:

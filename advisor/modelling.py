@@ -19,7 +19,7 @@ from advisor.errors import AdvisorError, ParameterError
 
 FIT_PARAMETERS = ("store", "output", "include_published", "exclude_software")
 EVALUATE_PARAMETERS = ("store", "split", "target", "include_published", "max_train_workers",
-                       "exclude_software")
+                       "exclude_software", "jobs")
 
 
 @dataclass
@@ -142,12 +142,14 @@ def evaluate(
     include_published: bool = True,
     max_train_workers: int | None = None,
     exclude_software: str | Sequence[str] = (),
+    jobs: int | None = None,
 ) -> Evaluation:
     """Cross-validate the throughput model on the store at `store` the way it is used: on
     models (`split="model"`), GPUs ("gpu"), larger clusters ("nodes": trained on clusters up to
     `max_train_workers` workers, the median size by default), sources ("source"), software
     stacks ("stack": a code base in a container, as a new benchmark measures with its own) or
-    5 random folds ("random")."""
+    5 random folds ("random"). The folds are fitted in `jobs` processes at once (default: one
+    per CPU); the figures do not depend on it."""
     from advisor import evaluation
 
     path = _store(store)
@@ -156,8 +158,10 @@ def evaluate(
     if max_train_workers is not None and max_train_workers < 1:
         raise ParameterError(f"max_train_workers must be at least 1, got {max_train_workers}",
                              "max_train_workers")
+    if jobs is not None and jobs < 1:
+        raise ParameterError(f"jobs must be at least 1, got {jobs}", "jobs")
     data = _translated(EVALUATE_PARAMETERS, evaluation.evaluate, path, split, target,
-                       include_published, max_train_workers, _texts(exclude_software))
+                       include_published, max_train_workers, _texts(exclude_software), jobs)
     return Evaluation.from_dict(data)
 
 

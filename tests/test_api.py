@@ -182,6 +182,7 @@ def test_evaluate_returns_an_evaluation_and_the_cli_prints_its_dict(tmp_path):
     ({"target": "joules"}, ("target",), "unknown target 'joules'", "unknown --target 'joules'"),
     ({"split": "nodes", "max_train_workers": 16}, ("max_train_workers",),
      "no clusters on both sides of 16 workers", "set --max-train-workers between them"),
+    ({"jobs": 0}, ("jobs",), "jobs must be at least 1, got 0", "--jobs"),
 ])
 def test_evaluate_errors_name_the_parameter_and_the_cli_its_flag(tmp_path, kwargs, parameters,
                                                                   message, flag_message):

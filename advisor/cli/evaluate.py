@@ -28,6 +28,9 @@ def evaluate(
         help="--split nodes: train on clusters up to this many workers, test on larger "
         "(default: the median size)"),
     exclude_software: list[str] = EXCLUDE_SOFTWARE_OPTION,
+    jobs: int = typer.Option(None, "--jobs", "-j", min=1,
+                             help="folds fitted at once, one process each (default: one per "
+                             "CPU); the figures do not depend on it"),
     fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_OPTION_HELP),
 ) -> None:
     """Cross-validate the throughput model the way it will be used: on models, GPUs or
@@ -63,8 +66,8 @@ def evaluate(
 
     try:
         result = run(store, split=split, target=target, include_published=include_published,
-                     max_train_workers=max_train_workers, exclude_software=exclude_software
-                     ).to_dict()
+                     max_train_workers=max_train_workers, exclude_software=exclude_software,
+                     jobs=jobs).to_dict()
     except GpuAdvisorError as exc:
         fail_with(exc)
     warn_skipped(result["skipped"])
