@@ -8,7 +8,11 @@ worker measured (torch.cuda.max_memory_allocated / _reserved).
         datasets/measurements/h200.json [--artifact datasets/model_artifact.json]
 
 Run it before a GPU's rows join the fit for a true cross-GPU test (the artifact has never
-seen the GPU); after the refit the same rows are in-sample and read `measured`. The memory
+seen the GPU), or on an artifact fitted without them:
+
+    .venv/bin/python scripts/build_artifact.py --output no_h200.json --leave-out h200.json
+
+After the refit the same rows are in-sample and read `measured`. The memory
 estimate is taken for the optimizer the worker trains with (SGD with momentum) and without
 the CUDA context and cuDNN/cuBLAS workspaces, which torch's peaks do not count.
 """

@@ -9,6 +9,8 @@ import sys
 from argparse import Namespace
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -59,3 +61,14 @@ def test_the_shipped_artifact_answers_the_h200_trials_with_their_measurements():
     assert len(rows) == len(finished)
     assert all(" measured " in line and " 1.00 " in line for line in rows)
     assert "MAPE 0.0%" in out
+
+
+def test_the_step_cost_benchmark_says_in_one_line_that_it_needs_a_gpu():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the benchmark runs")
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "worker_step_costs.py")],
+                         capture_output=True, text=True, check=False, cwd=ROOT)
+    assert out.returncode == 1
+    assert out.stderr.strip() == "error: torch sees no GPU; this benchmark measures CUDA calls"
