@@ -13,6 +13,7 @@ same folds as a baseline.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -88,11 +89,12 @@ def loglinear_baseline(train: dict, y_train: np.ndarray, test: dict) -> np.ndarr
 
 def evaluate(store: str | Path, split: str, target: str = "throughput",
              include_published: bool = True, max_train_workers: int | None = None,
-             exclude_software: tuple[str, ...] = (), jobs: int | None = None) -> dict:
+             exclude_software: tuple[str, ...] = (), jobs: int | None = None,
+             progress: Callable[[int, int], None] | None = None) -> dict:
     """Held-out errors of one split, as a JSON-ready dict. The folds are fitted in `jobs`
     processes at once (default: one per CPU this process may use, from
     PARALLEL_FROM_CONFIGURATIONS configurations); each fold's fit is the same whatever the
-    number."""
+    number. `progress(done, total)` is called as each fold's results come in."""
     from joblib import Parallel, delayed
 
     from gpuadvisor.store import Store
@@ -109,8 +111,12 @@ def evaluate(store: str | Path, split: str, target: str = "throughput",
     if jobs is None:  # a worker process starts in about 2 s: worth it for fits of seconds
         jobs = usable_cpus() if len(throughput) >= PARALLEL_FROM_CONFIGURATIONS else 1
     jobs = min(jobs, len(splits))
-    results = Parallel(n_jobs=jobs)(delayed(held_out)(features, throughput, target, *fold)
-                                    for fold in splits)
+    results = []
+    for result in Parallel(n_jobs=jobs, return_as="generator")(
+            delayed(held_out)(features, throughput, target, *fold) for fold in splits):
+        results.append(result)
+        if progress:
+            progress(len(results), len(splits))
     rows = [row for fold_rows, _ in results for row in fold_rows]
     groups = [name for name, _, _ in splits]
     priors = {name: fold_priors for name, (_, fold_priors) in zip(groups, results)}

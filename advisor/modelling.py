@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -143,13 +143,15 @@ def evaluate(
     max_train_workers: int | None = None,
     exclude_software: str | Sequence[str] = (),
     jobs: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Evaluation:
     """Cross-validate the throughput model on the store at `store` the way it is used: on
     models (`split="model"`), GPUs ("gpu"), larger clusters ("nodes": trained on clusters up to
     `max_train_workers` workers, the median size by default), sources ("source"), software
     stacks ("stack": a code base in a container, as a new benchmark measures with its own) or
     5 random folds ("random"). The folds are fitted in `jobs` processes at once (default: one
-    per CPU); the figures do not depend on it."""
+    per CPU); the figures do not depend on it. `progress(done, total)` is called as each
+    fold's results come in."""
     from advisor import evaluation
 
     path = _store(store)
@@ -161,7 +163,8 @@ def evaluate(
     if jobs is not None and jobs < 1:
         raise ParameterError(f"jobs must be at least 1, got {jobs}", "jobs")
     data = _translated(EVALUATE_PARAMETERS, evaluation.evaluate, path, split, target,
-                       include_published, max_train_workers, _texts(exclude_software), jobs)
+                       include_published, max_train_workers, _texts(exclude_software), jobs,
+                       progress)
     return Evaluation.from_dict(data)
 
 

@@ -273,6 +273,10 @@ def test_evaluate_says_on_stderr_which_trials_it_left_out_and_why(tmp_path):
 
 def test_folds_fitted_in_parallel_give_the_figures_of_one_process(tmp_path):
     synthetic_store(tmp_path / "m.db", gpus=("T4", "V100", "A100-40GB"))
-    one, two = (evaluate(tmp_path / "m.db", "gpu", jobs=jobs) for jobs in (1, 2))
+    calls = {1: [], 2: []}
+    one, two = (evaluate(tmp_path / "m.db", "gpu", jobs=jobs,
+                         progress=lambda done, total, jobs=jobs: calls[jobs].append((done, total)))
+                for jobs in (1, 2))
     assert [g["group"] for g in one["groups"]] == [g["group"] for g in two["groups"]]
     assert one["predictions"] == two["predictions"] and one["mape"] == two["mape"]
+    assert calls[1] == calls[2] == [(1, 3), (2, 3), (3, 3)]  # a progress bar's ticks

@@ -61,15 +61,23 @@ def evaluate(
 
         advisor evaluate --store m.db --split stack
     """
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
     from advisor.modelling import evaluate as run
+    from gpuadvisor.cli.output import stderr_progress
     from gpuadvisor.errors import GpuAdvisorError
 
-    try:
-        result = run(store, split=split, target=target, include_published=include_published,
-                     max_train_workers=max_train_workers, exclude_software=exclude_software,
-                     jobs=jobs).to_dict()
-    except GpuAdvisorError as exc:
-        fail_with(exc)
+    with stderr_progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                         TimeElapsedColumn()) as bar:
+        task = bar.add_task(f"fitting the folds of --split {split}", total=None)
+        try:
+            result = run(store, split=split, target=target,
+                         include_published=include_published,
+                         max_train_workers=max_train_workers, exclude_software=exclude_software,
+                         jobs=jobs, progress=lambda done, total: bar.update(
+                             task, completed=done, total=total)).to_dict()
+        except GpuAdvisorError as exc:
+            fail_with(exc)
     warn_skipped(result["skipped"])
     if fmt is Format.json:
         emit_json(result)
