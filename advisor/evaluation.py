@@ -12,7 +12,6 @@ same folds as a baseline.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -92,10 +91,11 @@ def evaluate(store: str | Path, split: str, target: str = "throughput",
              exclude_software: tuple[str, ...] = (), jobs: int | None = None,
              progress: Callable[[int, int], None] | None = None) -> dict:
     """Held-out errors of one split, as a JSON-ready dict. The folds are fitted in `jobs`
-    processes at once (default: one per CPU this process may use, from
-    PARALLEL_FROM_CONFIGURATIONS configurations); each fold's fit is the same whatever the
-    number. `progress(done, total)` is called as each fold's results come in."""
-    from joblib import Parallel, delayed
+    processes at once (default: joblib's count of the CPUs this process may use, its affinity
+    and container quota counted, from PARALLEL_FROM_CONFIGURATIONS configurations); each
+    fold's fit is the same whatever the number. `progress(done, total)` is called as each
+    fold's results come in."""
+    from joblib import Parallel, cpu_count, delayed
 
     from gpuadvisor.store import Store
 
@@ -109,7 +109,7 @@ def evaluate(store: str | Path, split: str, target: str = "throughput",
                             "features; import some (`advisor data import cmdare|runs|published`)")
     splits = list(folds(features, split, max_train_workers))
     if jobs is None:  # a worker process starts in about 2 s: worth it for fits of seconds
-        jobs = usable_cpus() if len(throughput) >= PARALLEL_FROM_CONFIGURATIONS else 1
+        jobs = cpu_count() if len(throughput) >= PARALLEL_FROM_CONFIGURATIONS else 1
     jobs = min(jobs, len(splits))
     results = []
     for result in Parallel(n_jobs=jobs, return_as="generator")(
@@ -121,13 +121,6 @@ def evaluate(store: str | Path, split: str, target: str = "throughput",
     groups = [name for name, _, _ in splits]
     priors = {name: fold_priors for name, (_, fold_priors) in zip(groups, results)}
     return summarise(rows, groups, split, target, skipped, priors)
-
-
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def held_out(features: dict, throughput: np.ndarray, target: str, name: str,

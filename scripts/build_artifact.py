@@ -32,6 +32,10 @@ SHIPPED = Path(__file__).resolve().parent.parent / "datasets" / "model_artifact.
 SUPERSEDED = "pytorch-20.06"
 
 
+def measurement_files() -> list[Path]:
+    return sorted(data.shipped("measurements").glob("*.json"))
+
+
 def build(output: Path, leave_out: tuple[str, ...] = ()) -> None:
     advisor = [sys.executable, "-c", "from advisor.cli import main; main()"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -39,8 +43,7 @@ def build(output: Path, leave_out: tuple[str, ...] = ()) -> None:
         store = str(Path(tmp) / "shipped.db")
         imports = [["data", "import", "published", str(data.shipped("published_throughput.csv"))]]
         imports += [["data", "import", "runs", str(path)]
-                    for path in sorted(data.shipped("measurements").glob("*.json"))
-                    if path.name not in leave_out]
+                    for path in measurement_files() if path.name not in leave_out]
         for args in imports:
             subprocess.run(advisor + args + ["--store", store, "--format", "json"], check=True,
                            stdout=subprocess.DEVNULL, env=env)
@@ -55,7 +58,7 @@ if __name__ == "__main__":
     parser.add_argument("--leave-out", action="append", default=[], metavar="FILE.json",
                         help="a file of datasets/measurements/ to fit without (repeatable)")
     args = parser.parse_args()
-    known = {path.name for path in data.shipped("measurements").glob("*.json")}
+    known = {path.name for path in measurement_files()}
     if unknown := set(args.leave_out) - known:
         parser.error(f"no measurements file {', '.join(sorted(unknown))}; the files are "
                      f"{', '.join(sorted(known))}")
