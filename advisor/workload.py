@@ -18,7 +18,7 @@ import numpy as np
 
 from advisor.errors import ParameterError
 from advisor.memory import ModelMemory, optimizer_for
-from gpuadvisor.cards import INPUT_SIZE, base_model, card_name, matching_card
+from gpuadvisor.cards import INPUT_SIZE, base_model, card_name, matching_card, sized_card_names
 from gpuadvisor.vocab import BATCH_POLICIES, VocabError, check_precision
 
 # Token counts as people write them: 20B, 1.5T, 500M, 300k (decimal, as LLM papers count).
@@ -239,8 +239,9 @@ def _token_samples(card, tokens: float, steps, epochs, samples) -> int:
 
 
 def _card_at_size(cards, card, *, seq_len: int | None, image_size: int | None):
-    """`card`'s model at the input size asked for: the card of that size (model@size) or
-    the default card when it has that size; WorkloadError naming the command that makes it."""
+    """`card`'s model at the input size asked for: the card of that size (model@size, or
+    at 32 px the model's CIFAR variant) or the default card when it has that size;
+    WorkloadError naming the command that makes it."""
     for key, size in (("seq_len", seq_len), ("image_size", image_size)):
         if size is None:
             continue
@@ -255,7 +256,7 @@ def _card_at_size(cards, card, *, seq_len: int | None, image_size: int | None):
             raise WorkloadError(f"{card['model']} is {_kind(card)}: give {other}, not {key}",
                                 key)
         base = base_model(card["model"])
-        for name in (card["model"], card_name(base, size), base):
+        for name in (card["model"], *sized_card_names(base, size), base):
             if name in cards and cards[name].get(key) == size:
                 return cards[name]
         make = (f"profiler card {base} --{flag} {size} --save" if card["family"] != "custom"

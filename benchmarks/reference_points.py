@@ -62,6 +62,12 @@ POINTS = [
     ("bert_large", "A40", "amp", 1, 32, 128),
     ("resnet50", "A100PCIe-80GB", "amp", 1, 256, None),  # the PCIe card beside the SXM row
     ("bert_large", "H100PCIe", "bf16", 1, 64, 128),
+    # Models no published row of ours measured (cards only), beside ResNet-50 on the same GPU:
+    ("resnet18_cifar", "V100", "fp32", 1, 128, None),
+    ("resnet18_cifar", "V100", "amp", 1, 128, None),
+    ("densenet121", "V100", "fp32", 1, 64, None),
+    ("densenet121", "V100", "amp", 1, 64, None),
+    ("densenet121", "A100-80GB", "amp", 1, 64, None),
 ]
 # Third parties' measurements of the same configuration, never in datasets/ nor fitted: (low,
 # high) per GPU where the source gives two layouts, and where each comes from.

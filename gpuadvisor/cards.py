@@ -13,6 +13,7 @@ import csv
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,14 @@ TASKS = (*INPUT_SIZE, "recommendation")
 REQUIRED = ["model", "task", "batch_per_gpu", "params", "gradient_bytes", "flops_per_sample",
             "activation_bytes_per_sample"]
 SIZE_SEPARATOR = "@"
+# At 32 px a ResNet is CIFAR's (profiler/zoo_convnets.py, CifarResNet): an ImageNet stem would
+# leave its first block an 8x8 map, so CIFAR code replaces it, and the work differs 13x. A
+# model whose zoo has such a variant (`resnet18_cifar`) is matched to it at that size.
+CIFAR_IMAGE_SIZE = 32
+CIFAR_SUFFIX = "_cifar"
+# A point release a source adds to a model's name ("ResNet-50 v1.5", "SSD300 v1.1"): the
+# same network, revised in its training details. A whole version ("MobileNetV2") is another.
+_POINT_RELEASE = re.compile(r"[\s\-_]*v\d+\.\d+$", re.IGNORECASE)
 
 
 class CardError(GpuAdvisorError, ValueError):
@@ -79,15 +88,27 @@ def card_name(model: str, size: int | None = None) -> str:
     return f"{base_model(model)}{SIZE_SEPARATOR}{size}" if size else base_model(model)
 
 
+def sized_card_names(model: str, size: int) -> tuple[str, ...]:
+    """The names a card of `model` at input size `size` may have, the first preferred:
+    `model@size`, and at 32 px the model's CIFAR variant (CIFAR_SUFFIX)."""
+    names = (card_name(model, size),)
+    if size == CIFAR_IMAGE_SIZE:
+        names += (base_model(model) + CIFAR_SUFFIX,)
+    return names
+
+
 def matching_card(cards, model: str) -> str | None:
-    """The name in `cards` that `model` stands for, tolerant of case, '-' and '_' as the zoo
-    is (ResNet-50 is resnet50, BERT-Large bert_large); None where none does."""
+    """The name in `cards` that `model` stands for, tolerant of case, spaces, '-', '_', '.'
+    and '/' as the zoo is (ResNet-50 is resnet50, BERT Large bert_large, ViT-B/16 vit_b16),
+    and of a point release the zoo's name does not carry (ResNet-50 v1.5 is resnet50);
+    None where none does."""
     def plain(name: str) -> str:
-        return name.strip().lower().replace("-", "").replace("_", "")
+        return re.sub(r"[\s\-_./]", "", name.strip().lower())
 
     if model in cards:
         return model
-    return {plain(name): name for name in cards}.get(plain(model))
+    names = {plain(name): name for name in cards}
+    return names.get(plain(model)) or names.get(plain(_POINT_RELEASE.sub("", model.strip())))
 
 
 def base_model(name: str) -> str:

@@ -17,10 +17,11 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-from gpuadvisor.cards import INPUT_SIZE
+from gpuadvisor.cards import INPUT_SIZE, matching_card
 from gpuadvisor.errors import GpuAdvisorError
 
 IMAGENET_TRAIN = 1_281_167  # ILSVRC-2012 training images
+CIFAR10_TRAIN = 50_000
 # BERT: 1M steps x 256 sequences = 40 passes over Wikipedia + BookCorpus (Devlin et al. 2019).
 BERT_SAMPLES_PER_EPOCH = 256 * 1_000_000 // 40
 # OpenWebText as tokenised by nanoGPT: 9,035,582,198 GPT-2 tokens in 1024-token sequences.
@@ -57,9 +58,9 @@ class FixedInputError(GpuAdvisorError, ValueError):
 @dataclass(frozen=True)
 class ZooEntry:
     name: str
-    family: str  # resnet | resnext | ssd | alexnet | vgg | inception | vit | bert |
-    # gpt2 | llama | transformer_xl | gnmt | transformer | convnext | mobilenet_v2 |
-    # efficientnet | ncf
+    family: str  # resnet | cifar_resnet | resnext | densenet | ssd | alexnet | vgg |
+    # inception | vit | bert | gpt2 | llama | transformer_xl | gnmt | transformer | convnext |
+    # mobilenet_v2 | efficientnet | ncf
     task: str  # image | text | recommendation (no input size: image_size and seq_len None)
     dataset: str
     samples_per_epoch: int
@@ -81,6 +82,24 @@ def _resnet(name, layer_type, depths, batch) -> ZooEntry:
     return _image(name, "resnet", 90, batch, "torchvision / NVIDIA DeepLearningExamples "
                   "ResNet recipe: 90 epochs", {"layer_type": layer_type, "depths": depths,
                                                 "hidden_sizes": hidden})
+
+
+def _cifar_resnet(name, layer_type, depths) -> ZooEntry:
+    """A ResNet on CIFAR-10 as kuangliu/pytorch-cifar trains it (profiler/zoo_convnets.py):
+    200 epochs (its cosine schedule), batch 128."""
+    return ZooEntry(name, "cifar_resnet", "image", "cifar-10", CIFAR10_TRAIN, 200, 32, None, 128,
+                    "kuangliu/pytorch-cifar ResNet on CIFAR-10 (3x3 stem, no max pool): 200 "
+                    "epochs, batch 128", {"layer_type": layer_type, "depths": depths,
+                                          "num_labels": 10})
+
+
+def _densenet(name, block_layers, growth, stem_channels, batch) -> ZooEntry:
+    """DenseNet as torchvision builds it (profiler/zoo_densenet.py) on Huang et al.'s ImageNet
+    recipe: 90 epochs, batch 256 (64 a GPU on 4: its concatenations are memory-hungry)."""
+    return _image(name, "densenet", 90, batch, "torchvision DenseNet; Huang et al. (CVPR "
+                  "2017) ImageNet recipe: 90 epochs, batch 256", {"block_layers": block_layers,
+                                                  "growth": growth,
+                                                  "stem_channels": stem_channels})
 
 
 def _resnext(name, squeeze_excitation, batch) -> ZooEntry:
@@ -161,6 +180,9 @@ ZOO: dict[str, ZooEntry] = {
         _resnet("resnet50", "bottleneck", [3, 4, 6, 3], 256),
         _resnet("resnet101", "bottleneck", [3, 4, 23, 3], 128),
         _resnet("resnet152", "bottleneck", [3, 8, 36, 3], 128),
+        # At 32 px a ResNet is CIFAR's (gpuadvisor/cards.py matches a 32-px row to these).
+        _cifar_resnet("resnet18_cifar", "basic", [2, 2, 2, 2]),
+        _cifar_resnet("resnet50_cifar", "bottleneck", [3, 4, 6, 3]),
         _resnext("resnext101_32x4d", False, 128),
         _resnext("se_resnext101_32x4d", True, 128),
         # As TensorFlow's tf_cnn_benchmarks@9165a70 builds them (its 2017 Benchmarks page's
@@ -237,6 +259,10 @@ ZOO: dict[str, ZooEntry] = {
         _image("efficientnet_b4", "efficientnet", 350, 64, "EfficientNet (Tan & Le 2019): "
                "350 epochs, batch 4096; B4 scaling (width 1.4, depth 1.8, 380 px) as in "
                "google/efficientnet-b4's config", EFFICIENTNET_B4, image_size=380),
+        _densenet("densenet121", [6, 12, 24, 16], 32, 64, 64),
+        _densenet("densenet161", [6, 12, 36, 24], 48, 96, 64),
+        _densenet("densenet169", [6, 12, 32, 32], 32, 64, 64),
+        _densenet("densenet201", [6, 12, 48, 32], 32, 64, 64),
         _image("efficientnet_widese_b0", "efficientnet", 350, 128, WIDESE,
                {**EFFICIENTNET_B0, "squeeze_expansion_ratio": WIDESE_RATIO}),
         _image("efficientnet_widese_b4", "efficientnet", 350, 64, WIDESE,
@@ -262,6 +288,8 @@ _CLASSES = {
 # a text model whose sequence length is a shape names its argument in `SEQ_LEN_ARGUMENT`, and
 # a model that takes only its own input size says `FIXED_INPUT_SIZE = True`.
 TORCH_BUILT = {"resnext": ("profiler.zoo_convnets", "ResNeXt"),
+               "cifar_resnet": ("profiler.zoo_convnets", "CifarResNet"),
+               "densenet": ("profiler.zoo_densenet", "DenseNet"),
                "ssd": ("profiler.zoo_detection", "SSD300"),
                "alexnet": ("profiler.zoo_classic", "AlexNet"),
                "vgg": ("profiler.zoo_classic", "VGG16"),
@@ -306,11 +334,12 @@ def names() -> list[str]:
 
 
 def resolve(name: str) -> ZooEntry:
-    """The zoo entry for `name` (tolerant of case, '-' and '_': ResNet-50 is resnet50)."""
+    """The zoo entry for `name`, tolerant of spelling as the cards are (ResNet-50 is
+    resnet50: gpuadvisor.cards.matching_card)."""
+    found = matching_card(ZOO, name)
+    if found:
+        return ZOO[found]
     key = name.strip().lower().replace("-", "_")
-    plain = {n.replace("_", ""): n for n in ZOO}
-    if key.replace("_", "") in plain:
-        return ZOO[plain[key.replace("_", "")]]
     close = difflib.get_close_matches(key, ZOO, n=3, cutoff=0.4)
     hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(ZOO)}"
     raise UnknownModelError(f"unknown model {name!r}; {hint} (`profiler card --list` lists all)")
@@ -383,7 +412,8 @@ def synthetic_batch(name: str, batch_per_gpu: int, device, image_size: int | Non
                 own(batch_per_gpu, entry.config, size, generator).items()}
     if entry.task == "image":
         pixels = torch.randn(batch_per_gpu, 3, image_size, image_size, generator=generator)
-        labels = torch.randint(0, NUM_CLASSES, (batch_per_gpu,), generator=generator)
+        classes = entry.config.get("num_labels", NUM_CLASSES)  # CIFAR's 10
+        labels = torch.randint(0, classes, (batch_per_gpu,), generator=generator)
         return {"pixel_values": pixels.to(device), "labels": labels.to(device)}
     vocab = build_config(name).vocab_size
     ids = torch.randint(0, vocab, (batch_per_gpu, seq_len), generator=generator)

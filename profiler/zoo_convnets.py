@@ -89,3 +89,48 @@ class ResNeXt(nn.Module):
     def forward(self, pixel_values: torch.Tensor, labels: torch.Tensor | None = None):
         return classifier_output(self.classifier(self.features(pixel_values).mean((2, 3))),
                                  labels)
+
+
+class BasicBlock(nn.Module):
+    """A ResNet-18/34 block: two 3x3 convolutions, the first carrying the stride."""
+
+    def __init__(self, inputs: int, outputs: int, stride: int):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(inputs, outputs, 3, stride, 1, bias=False), nn.BatchNorm2d(outputs),
+            nn.ReLU(), nn.Conv2d(outputs, outputs, 3, 1, 1, bias=False),
+            nn.BatchNorm2d(outputs))
+        self.shortcut = nn.Identity() if stride == 1 and inputs == outputs else nn.Sequential(
+            nn.Conv2d(inputs, outputs, 1, stride, bias=False), nn.BatchNorm2d(outputs))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.body(x) + self.shortcut(x))
+
+
+class CifarResNet(nn.Module):
+    """A ResNet on 32-px images as CIFAR training code writes it (kuangliu/pytorch-cifar, the
+    ResNet-18 of most CIFAR-10 experiments): ImageNet's four stages of basic or bottleneck
+    blocks behind a 3x3 stride-1 stem with no max pool, so the first stage runs at 32x32.
+    An ImageNet stem (7x7 stride 2, max pool) would shrink the image to 8x8 before the first
+    block and cut the work 13x: not the network anyone trains at this size."""
+
+    FIXED_INPUT_SIZE = True  # the stem and the 4x4 last map are CIFAR's
+
+    def __init__(self, layer_type: str, depths: list[int], num_labels: int = 10):
+        super().__init__()
+        layers: list[nn.Module] = [nn.Conv2d(3, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64),
+                                   nn.ReLU()]
+        inputs = 64
+        for stage, (depth, base) in enumerate(zip(depths, STAGE_WIDTHS)):
+            outputs = base if layer_type == "basic" else base * EXPANSION
+            for block in range(depth):
+                stride = 2 if stage > 0 and block == 0 else 1
+                layers.append(BasicBlock(inputs, outputs, stride) if layer_type == "basic"
+                              else Bottleneck(inputs, base, outputs, stride, 1, False))
+                inputs = outputs
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(inputs, num_labels)
+
+    def forward(self, pixel_values: torch.Tensor, labels: torch.Tensor | None = None):
+        return classifier_output(self.classifier(self.features(pixel_values).mean((2, 3))),
+                                 labels)

@@ -10,9 +10,10 @@ tokens and averaged over sentences, as DLE's trainer does. 160,671,297 parameter
 vocabulary of 32,320 (`--math fp16`, DLE's default, pads the 32,317 words to a multiple of
 8), the figure DLE's and NVIDIA's MLPerf v0.5/v0.6 training logs print.
 
-transformers has no GNMT, so the zoo builds it from torch.nn. The LSTM layers are written out
-as cuDNN runs them: one GEMM projects every time step's input at once, then one GEMM per step
-multiplies the previous hidden state, then the gates. nn.LSTM would not do: on the CPU it runs
+transformers has no GNMT, so the zoo builds it from torch.nn. On a GPU its LSTM layers are
+nn.LSTM (cuDNN), as DLE's are; for a card they are written out as cuDNN runs them: one GEMM
+projects every time step's input at once, then one GEMM per step multiplies the previous
+hidden state, then the gates. nn.LSTM would not do there: on the CPU it runs
 as one `mkldnn_rnn_layer` kernel that FlopCounterMode counts as 0 FLOPs, and on the meta
 device it decomposes into per-step cells that repeat the input projection's GEMM (and reread
 its weights) at every step. Gates run in the order (input, forget, output, cell) so that one
@@ -143,30 +144,34 @@ def _order(steps: int, reverse: bool) -> range:
     return range(steps - 1, -1, -1) if reverse else range(steps)
 
 
-class LSTM(nn.Module):
+class LSTM(nn.LSTM):
     """One LSTM layer (optionally bidirectional) over time-major input (steps, batch, inputs),
-    with nn.LSTM's parameters (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0, and the
-    `_reverse` ones) and state starting at zeros, run as cuDNN runs it (`_Recurrence`)."""
+    state starting at zeros. On a GPU it is nn.LSTM, cuDNN's fused kernels, as DLE's code runs
+    it (written out, a step's GEMM and gates would be a dozen kernel launches, which bound an
+    eager step on a fast GPU); elsewhere (the meta device a card is counted on, the CPU) it
+    runs written out as cuDNN runs it (`_Recurrence`), with the same parameters and the same
+    work, its gates in the order (input, forget, output, cell), which random weights make
+    immaterial."""
 
     def __init__(self, inputs: int, hidden: int, bidirectional: bool = False):
-        super().__init__()
+        super().__init__(inputs, hidden, bidirectional=bidirectional)
         self.suffixes = ["_l0", "_l0_reverse"] if bidirectional else ["_l0"]
-        for suffix in self.suffixes:
-            self.register_parameter("weight_ih" + suffix,
-                                    nn.Parameter(torch.empty(4 * hidden, inputs)))
-            self.register_parameter("weight_hh" + suffix,
-                                    nn.Parameter(torch.empty(4 * hidden, hidden)))
-            self.register_parameter("bias_ih" + suffix, nn.Parameter(torch.empty(4 * hidden)))
-            self.register_parameter("bias_hh" + suffix, nn.Parameter(torch.empty(4 * hidden)))
         for weight in self.parameters():
             nn.init.uniform_(weight, -INIT, INIT)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if fused(x):
+            return super().forward(x)[0]
         directions = [_Recurrence.apply(x, *(getattr(self, name + suffix) for name in
                                               ("weight_ih", "weight_hh", "bias_ih", "bias_hh")),
                                         suffix.endswith("reverse"))
                       for suffix in self.suffixes]
         return directions[0] if len(directions) == 1 else torch.cat(directions, dim=-1)
+
+
+def fused(x: torch.Tensor) -> bool:
+    """Whether an LSTM layer runs as cuDNN's fused nn.LSTM (on a GPU)."""
+    return x.is_cuda
 
 
 class BahdanauAttention(nn.Module):

@@ -143,6 +143,18 @@ def test_resnet50_card_matches_published_figures(computed):
                                                      rel=0.02)
 
 
+# Forward GMACs (multiply-adds) a sample: torchvision's model tables for the DenseNets,
+# kuangliu/pytorch-cifar's ResNet18 on a 32-px image (0.56 G, He et al.'s blocks at 32x32).
+FORWARD_GMACS = {"densenet121": 2.83, "densenet161": 7.73, "densenet169": 3.36,
+                 "densenet201": 4.29, "resnet18_cifar": 0.56}
+
+
+@pytest.mark.parametrize("name", sorted(FORWARD_GMACS))
+def test_convnet_cards_match_published_multiply_adds(computed, name):
+    assert computed[name]["forward_flops_per_sample"] == pytest.approx(
+        2e9 * FORWARD_GMACS[name], rel=0.01)
+
+
 def test_operator_split_adds_up_to_the_card_and_lands_where_it_belongs(computed):
     def split(name, what):
         return {k: computed[name][f"{k}_{what}_per_sample"] for k in OPERATOR_CLASSES}
@@ -181,6 +193,36 @@ def test_shipped_csv_matches_what_the_code_computes(computed):
             assert card[column] == computed[name][column], (
                 f"{name}.{column}: shipped {card[column]}, computed {computed[name][column]}; "
                 "run scripts/build_cards.py")
+
+
+@pytest.mark.parametrize("spelling, card", [
+    ("ResNet-50", "resnet50"), ("ResNet-50 v1.5", "resnet50"), ("resnet50_V1.5", "resnet50"),
+    ("SSD300 v1.1", "ssd300"), ("BERT Large", "bert_large"), ("ViT-B/16", "vit_b16"),
+    ("Transformer-XL Base", "transformer_xl_base"), ("DenseNet-121", "densenet121"),
+    ("Inception v3", "inception_v3"), ("GNMT v2", "gnmt_v2"),
+    # a whole version is another network: MobileNet (v1) is not MobileNetV2
+    ("MobileNet", None), ("ResNet-50 v2", None)])
+def test_matching_card_tolerates_a_sources_spelling(spelling, card):
+    from gpuadvisor.cards import matching_card
+
+    assert matching_card(load_cards(), spelling) == card
+
+
+def test_a_resnet_at_32_px_is_the_cifar_network():
+    """CIFAR code replaces ImageNet's stem: a 32-px ResNet-18 is kuangliu's, 3x the FLOPs of
+    the ImageNet card scaled to 32 px."""
+    from advisor.importers.published import matched_card
+    from gpuadvisor.cards import sized_card_names
+
+    shipped = load_cards()
+    assert sized_card_names("resnet18", 32) == ("resnet18@32", "resnet18_cifar")
+    assert sized_card_names("resnet18", 64) == ("resnet18@64",)
+    row = {"model": "ResNet-18", "image_size": "32", "seq_len": ""}
+    assert matched_card(row, shipped) == "resnet18_cifar"
+    assert matched_card({**row, "image_size": "64"}, shipped) is None  # scaled from 224 px
+    assert matched_card({**row, "model": "vgg16"}, shipped) is None
+    scaled = shipped["resnet18"]["flops_per_sample"] * (32 / 224) ** 2
+    assert shipped["resnet18_cifar"]["flops_per_sample"] > 10 * scaled
 
 
 def card_cli(*args):

@@ -42,9 +42,10 @@ def test_shipped_llama_parameter_counts_are_the_published_ones():
         1_235_814_400, 8_030_261_248, 70_553_706_496]
 
 
-def test_bert_cards_at_published_sizes_carry_attention():
+@pytest.mark.parametrize("model", ["bert_base", "bert_large"])
+def test_bert_cards_at_squad_length_carry_attention(model):
     cards = load_cards()
-    base, at384 = cards["bert_large"], cards["bert_large@384"]
+    base, at384 = cards[model], cards[f"{model}@384"]
     assert (at384["seq_len"], at384["params"]) == (384, base["params"])
     # more than 3x the tokens' linear work: attention grows with the square of the length
     assert at384["flops_per_sample"] > 3.05 * base["flops_per_sample"]
@@ -77,6 +78,8 @@ def test_input_size_picks_the_card_of_that_size_or_names_the_command():
     assert (work.model, work.card, work.seq_len) == ("bert_large", "bert_large@384", 384)
     assert work.flops_per_sample == cards["bert_large@384"]["flops_per_sample"]
     assert build_workload(cards, "bert_large", seq_len=128).card is None
+    cifar = build_workload(cards, "resnet18", image_size=32)  # CIFAR's network and workload
+    assert (cifar.model, cifar.samples_per_epoch) == ("resnet18_cifar", 50_000)
     with pytest.raises(WorkloadError, match="profiler card bert_large --seq-len 256 --save"):
         build_workload(cards, "bert_large", seq_len=256)
     with pytest.raises(WorkloadError, match="an image model: give image_size, not seq_len"):

@@ -18,6 +18,14 @@ REFERENCE_PARAMS = {
     "mobilenet_v2": 3_504_872,
     "efficientnet_b0": 5_288_548,
     "efficientnet_b4": 19_341_616,  # the published EfficientNet-B4 (Tan & Le 2019: 19M)
+    "densenet121": 7_978_856,
+    "densenet161": 28_681_000,
+    "densenet169": 14_149_480,
+    "densenet201": 20_013_928,
+    # kuangliu/pytorch-cifar's ResNet18 and ResNet50 (10 classes): torchvision's less the 7x7
+    # stem's 7,680 extra weights and the 1000-way classifier's extra rows
+    "resnet18_cifar": 11_173_962,
+    "resnet50_cifar": 23_520_842,
     "bert_base": 109_514_298,  # bert-base-uncased with its tied MLM head
     "gpt2": 124_439_808,
     "gpt2_medium": 354_823_168,

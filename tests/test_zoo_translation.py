@@ -109,6 +109,7 @@ def test_lstm_layer_is_nn_lstm_with_its_gates_reordered(bidirectional):
             weight.copy_(getattr(theirs, name)[order])
     x = torch.randn(5, 2, inputs, dtype=torch.double, requires_grad=True)
     mine, (reference, _) = ours(x), theirs(x)
+    assert isinstance(ours, nn.LSTM)  # on a GPU it runs as nn.LSTM: cuDNN's fused kernels
     assert torch.allclose(mine, reference, atol=1e-12)
     grad = torch.randn_like(mine)
     got = torch.autograd.grad(mine, [x, *ours.parameters()], grad)
@@ -116,6 +117,22 @@ def test_lstm_layer_is_nn_lstm_with_its_gates_reordered(bidirectional):
     assert torch.allclose(got[0], want[0], atol=1e-12)
     for a, b in zip(got[1:], want[1:]):
         assert torch.allclose(a, b[order], atol=1e-12)
+
+
+def test_lstm_layer_on_a_gpu_is_nn_lstm_itself(monkeypatch):
+    """The GPU path (cuDNN) is nn.LSTM's own forward on the layer's parameters: the same
+    function as the written-out path, up to the gates' order."""
+    import profiler.zoo_translation as translation
+
+    torch.manual_seed(0)
+    layer = LSTM(4, 3, bidirectional=True).double()
+    x = torch.randn(5, 2, 4, dtype=torch.double)
+    written_out = layer(x)
+    monkeypatch.setattr(translation, "fused", lambda x: True)
+    fused_output = layer(x)
+    assert fused_output.shape == written_out.shape == (5, 2, 6)
+    assert torch.equal(fused_output, nn.LSTM.forward(layer, x)[0])
+    assert not torch.allclose(fused_output, written_out)  # cuDNN's gate order
 
 
 def test_loss_is_dle_label_smoothing_summed_per_sentence():

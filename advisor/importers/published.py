@@ -31,7 +31,7 @@ from typing import Any
 from advisor.importers import ImportDataError, ImportResult, already_imported, fingerprint
 from cloud.gpus import gpu_spec
 from gpuadvisor import data
-from gpuadvisor.cards import INPUT_SIZE, card_name, load_cards, matching_card
+from gpuadvisor.cards import INPUT_SIZE, load_cards, matching_card, sized_card_names
 from gpuadvisor.store import Store
 from gpuadvisor.textfile import unreadable
 from gpuadvisor.vocab import PUBLISHED_SOURCE
@@ -130,7 +130,8 @@ def workload_seq_len(row: dict[str, str]) -> int | None:
 
 def matched_card(row: dict[str, str], cards: dict[str, dict]) -> str | None:
     """The card of the workload a row measured: its model's card at the row's own input size
-    (bert_large@384 for SQuAD fine-tuning at 384 tokens), or None where no card has that
+    (bert_large@384 for SQuAD fine-tuning at 384 tokens, resnet18_cifar for ResNet-18 at
+    32 px), or None where no card has that
     size (the fit then scales the default card's per-sample work by the input size)."""
     model = matching_card(cards, row["model"])  # BERT-Large is bert_large
     if model is None:
@@ -142,8 +143,8 @@ def matched_card(row: dict[str, str], cards: dict[str, dict]) -> str | None:
     size = workload_seq_len(row) if column == "seq_len" else _int(row[column], column)
     if size is None or size == card[column]:
         return model
-    name = card_name(model, size)
-    return name if name in cards else None
+    return next((name for name in sized_card_names(model, size)
+                 if name in cards and cards[name].get(column) == size), None)
 
 
 def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict[str, Any]:
