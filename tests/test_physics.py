@@ -284,3 +284,20 @@ def test_5x5_convolutions_are_priced_at_minimal_filtering_multiplies_on_fp32_cor
     older = terms(gpu="P100", precision="fp32", params=0.0,
                   **split_card(conv=(1e9, 0.0)) | {"winograd_flops_per_sample": 0.2e9})
     assert older["conv_fp32"] == pytest.approx(direct * (0.8 + 0.2 * 16 / 36))
+
+
+def test_log_gradient_of_the_smooth_maximum_matches_finite_differences():
+    """The fit's closed-form Jacobian (fitting.fit_throughput_core) against central
+    differences, on rows where the workers' side, the servers' or both bind."""
+    features = to_arrays([candidate(sync="ps", nodes=16, ps_count=1, tensors=60.0,
+                                    precision="amp", batch_per_gpu=b)
+                          for b in (1, 64, 4096)])
+    design = physics.design_matrix(features)
+    theta = np.array([physics.PRIOR[t] for t in physics.TERMS]) * 3
+    analytic = physics.log_combine_gradient(design, theta)
+    for index in range(len(theta)):
+        step = np.zeros(len(theta))
+        step[index] = 1e-6
+        numeric = (np.log(physics.combine(design, theta * np.exp(step)))
+                   - np.log(physics.combine(design, theta * np.exp(-step)))) / 2e-6
+        assert analytic[:, index] == pytest.approx(numeric, abs=1e-6)
