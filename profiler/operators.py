@@ -28,7 +28,9 @@ each class's time at max(FLOPs / peak of its unit, bytes / memory bandwidth) on 
 - `other`: element-wise work, activations, pooling, softmax, embeddings, losses.
 
 The trace runs at batches 1 and 2: the difference is the per-sample work, the rest is work
-per step whatever the batch (reading weights, writing weight gradients).
+per step whatever the batch (reading weights, writing weight gradients). It also tallies the
+logits a loss's log-softmax reads (`logits_bytes_per_sample`): a language model's scores over
+its vocabulary, whose fp32 copies at the loss dominate its memory at the start of backward.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from profiler import zoo
 
 # The tallies of the convolutions fast algorithms take, by kernel size, inside `conv`.
 FAST_TALLIES = {3: "winograd", 5: "conv5x5"}
+LOGITS = "logits"  # the tally of the bytes log-softmax reads (a loss's scores)
 
 _MATMUL = {"mm", "addmm", "bmm", "baddbmm", "_scaled_mm"}
 _CONV = {"convolution", "_convolution", "convolution_backward"}
@@ -131,7 +134,7 @@ def operator_counter():
         def __init__(self):
             super().__init__()
             # class -> [FLOPs, bytes]; a FAST_TALLIES one -> [FLOPs of its convolutions, 0]
-            self.totals = {c: [0.0, 0.0] for c in (*CLASSES, *FAST_TALLIES.values())}
+            self.totals = {c: [0.0, 0.0] for c in (*CLASSES, *FAST_TALLIES.values(), LOGITS)}
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -140,6 +143,8 @@ def operator_counter():
             name = packet.__name__
             if func.is_view or name in _NO_TRAFFIC:
                 return out
+            if name == "_log_softmax":
+                self.totals[LOGITS][1] += _tensor_bytes(args[0])
             kind = operator_class(name, args)
             if packet in formulas:
                 flops = formulas[packet](*args, **kwargs, out_val=out)
@@ -176,7 +181,8 @@ def split_of(model, step) -> dict[str, int]:
     (`<class>_flops_per_sample`, `<class>_bytes_per_sample`), `step_bytes`, the traffic of
     a step that does not grow with the batch (weights read, weight gradients written), and
     `winograd_flops_per_sample` and `conv5x5_flops_per_sample`, the parts of the convolutions'
-    FLOPs fast algorithms take (3x3 and 5x5 kernels at stride 1).
+    FLOPs fast algorithms take (3x3 and 5x5 kernels at stride 1), and
+    `logits_bytes_per_sample`, what a loss's log-softmax reads a sample (fp32).
     `step(batch)` returns the loss of a forward pass at `batch` samples on the meta device."""
     one, two = trace(model, step, 1), trace(model, step, 2)
     out: dict[str, int] = {}
@@ -189,6 +195,7 @@ def split_of(model, step) -> dict[str, int]:
     out["step_bytes"] = round(step_bytes)
     for tally in FAST_TALLIES.values():
         out[f"{tally}_flops_per_sample"] = round(two[tally][0] - one[tally][0])
+    out["logits_bytes_per_sample"] = round(two[LOGITS][1] - one[LOGITS][1])
     return out
 
 

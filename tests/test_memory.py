@@ -3,6 +3,7 @@
 
 import csv
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -72,7 +73,28 @@ def test_checkpointing_lets_a_larger_micro_batch_fit():
     usable = gpu_spec("T4").memory_mib
     plain = int(largest_micro_batch(model, NONE, usable))
     kept = int(largest_micro_batch(model, REMEDY["checkpointing"], usable))
-    assert kept >= 3 * max(plain, 1)
+    assert kept >= 2 * max(plain, 1)
+    # the loss's logits lie outside the checkpointed blocks: without them it would gain more
+    blocks_only = replace(model, logits_bytes=0.0)
+    assert int(largest_micro_batch(blocks_only, REMEDY["checkpointing"], usable)) >= 3 * max(
+        int(largest_micro_batch(blocks_only, NONE, usable)), 1) > kept
+
+
+def test_a_language_models_loss_holds_fp32_logits_and_their_gradients():
+    """GPT-2's 1,024 tokens x 50,257 scores a sample: 206 MB in fp32. At the loss, beside the
+    saved set, live the returned logits and the gradients of the log-softmax's output and
+    input, three fp32 copies, under autocast as in fp32 (autocast runs the loss in fp32)."""
+    card = load_cards()["gpt2"]
+    assert float(card["logits_bytes_per_sample"]) == 1024 * 50257 * 4
+    for precision in ("fp32", "bf16"):
+        model = model_memory(card, precision, "adamw")
+        saved = model.activation_bytes * (0.5 if precision == "bf16" else 1.0)
+        assert memory.sample_mib(model, NONE) == pytest.approx(
+            (saved + 3 * 1024 * 50257 * 4) / memory.MIB)
+    # an image classifier's 1,000 scores leave the backward's usual peak in charge
+    resnet = model_memory(load_cards()["resnet50"], "fp32", "sgd")
+    assert memory.sample_mib(resnet, NONE) == pytest.approx(
+        resnet.activation_bytes * (1 + memory.ACTIVATION_GRADIENT_PEAK) / memory.MIB)
 
 
 def test_sharding_divides_the_model_states_over_the_workers():
@@ -129,11 +151,12 @@ def test_the_estimated_tensors_against_the_peaks_measured_on_an_h200(trial):
     SGD with momentum, autocast) against the estimate without context and workspaces. fp32 and
     tf32 trials are left out: their peaks include cuDNN's transient autotuning workspaces.
 
-    The estimate never asks for more than 1.2x what a trial used. It falls short on models
-    whose peak the per-sample activation trace halved under autocast does not hold: a
-    language model's loss over its vocabulary keeps fp32 logits and their gradients
-    (Transformer-XL base 0.28x, GPT-2 0.53x), NCF 0.30x (README, "On an NVIDIA GPU"); the
-    lower bound guards that it gets no worse."""
+    The estimate never asks for more than 1.2x what a trial used. A language model's loss
+    over its vocabulary keeps fp32 logits and their gradients (memory.LOSS_PEAK_COPIES, derived
+    before these trials were held against it: GPT-2 0.53x -> 0.81x, GPT-2 medium 0.73x ->
+    0.84x), so a model whose logits are its largest tensors is held within 25%. It falls
+    short on Transformer-XL base (0.37x) and NCF (0.30x) (README, "On an NVIDIA GPU"); the
+    lower bound guards that they get no worse."""
     card = load_cards()[trial["model"]]
     estimate = memory.allocated_mib(model_memory(card, trial["precision"], "sgd"), NONE,
                                     trial["batch_per_gpu"])
@@ -141,3 +164,5 @@ def test_the_estimated_tensors_against_the_peaks_measured_on_an_h200(trial):
     assert 0.25 < ratio < 1.2
     if trial["model"].startswith(RESIDUAL_CONVNETS):
         assert ratio > 0.85
+    if float(card["logits_bytes_per_sample"]) > 1e8:  # GPT-2's 206 MB a sample
+        assert ratio > 0.75
