@@ -3,9 +3,10 @@ usable memory in), and the largest micro-batch that fits under each memory remed
 
 Per GPU: fp32 weights (the master copy, also under autocast), gradients, optimizer state,
 autocast's 16-bit weight copies, DDP's gradient buckets (a second copy of the gradients), the
-saved activations of the micro-batch plus the activation gradients live at the backward peak
-(or, where larger, a language model's fp32 logits and their gradients at its loss), the
-allocator's slack, cuDNN/cuBLAS workspaces and the CUDA context. Sharding (FSDP full
+saved activations of the micro-batch (under autocast at the dtypes it saves them in: the
+card's `autocast_activation_bytes_per_sample`) plus the activation gradients live at the
+backward peak (or, where larger, a language model's fp32 logits and their gradients at its
+loss), the allocator's slack, cuDNN/cuBLAS workspaces and the CUDA context. Sharding (FSDP full
 shard / ZeRO-3) divides weights, gradients and optimizer state by the workers and keeps the
 few layers being gathered; activation checkpointing keeps each block's input and recomputes
 its inside. The constants are held against published batch sizes by
@@ -27,21 +28,21 @@ MIB = 2.0**20
 OPTIMIZER_STATE_BYTES = {"sgd": 4.0, "adamw": 8.0, "adam": 8.0, "lamb": 8.0, "rmsprop": 8.0}
 # The optimizer a card's task is trained with when the card does not say (the zoo's recipes).
 TASK_OPTIMIZER = {"image": "sgd", "text": "adamw", "recommendation": "adam"}  # NCF: Adam
-# Autocast (amp, bf16) saves most activations for backward in 16 bits, and caches a 16-bit
-# copy of each weight for the step.
+# Autocast (amp, bf16) caches a 16-bit copy of each weight for the step, and saves most
+# activations for backward in 16 bits: the card's `autocast_activation_bytes_per_sample` says
+# how many bytes (profiler/autocast_memory.py); a card without it is counted at half its fp32
+# figure.
 HALF_ACTIVATION_FACTOR = 0.5
 CAST_WEIGHT_BYTES = 2.0
 # During backward the gradients of the activations being back-propagated live beside the
 # saved ones: a few of the largest layer outputs, about an eighth of the saved set.
 ACTIVATION_GRADIENT_PEAK = 0.12
 # Except where a loss's scores are the largest tensors (a language model's logits, tokens x
-# vocabulary): when backward starts at the loss, beside the saved set live the logits the model
-# returns (not saved by autograd: its output), the gradient of the log-softmax's output and
-# that of its input, all fp32 but the returned logits (16-bit under autocast). Autocast runs
-# log-softmax in fp32, so its saved output stays fp32 where the saved set is counted at half.
-# Either way three fp32 copies beyond the saved set's count; the larger of the two transients
-# sets the peak (they are not alive together).
-LOSS_PEAK_COPIES = 3.0
+# vocabulary): when backward starts at the loss, beside the saved set live the gradient of the
+# log-softmax's output and that of its input, fp32 whatever the precision (autocast runs the
+# loss in fp32), and the logits the model returns (its output, not saved by autograd; 16-bit
+# under autocast). The larger of the two transients sets the peak (they are not alive together).
+LOSS_GRADIENT_COPIES = 2.0
 # Outside the tensors: the CUDA context with its kernels (what nvidia-smi shows before the
 # first allocation, 300-600 MiB), cuBLAS/cuDNN workspaces, and the caching allocator's
 # rounding and fragmentation (reserved over allocated).
@@ -85,17 +86,19 @@ class ModelMemory:
     optimizer: str
     tensors: float | None = None
     logits_bytes: float = 0.0  # per sample, fp32: what a loss's log-softmax reads
+    autocast_activation_bytes: float | None = None  # per sample, saved under autocast
 
     @classmethod
     def from_card(cls, card, precision: str, optimizer: str,
                   activation_scale: float = 1.0) -> ModelMemory:
         """A model card's figures (activations and logits scaled from the card's input size
         to the one trained at)."""
-        tensors = card.get("tensors")
+        tensors, autocast = card.get("tensors"), card.get("autocast_activation_bytes_per_sample")
         return cls(float(card["params"]), float(card["gradient_bytes"]),
                    float(card["activation_bytes_per_sample"]) * activation_scale, precision,
                    optimizer, float(tensors) if tensors else None,
-                   float(card.get("logits_bytes_per_sample") or 0.0) * activation_scale)
+                   float(card.get("logits_bytes_per_sample") or 0.0) * activation_scale,
+                   None if autocast in (None, "") else float(autocast) * activation_scale)
 
     @property
     def blocks(self) -> float:
@@ -135,10 +138,18 @@ def state_mib(model: ModelMemory, remedy: Remedy, workers) -> np.ndarray:
 
 def sample_mib(model: ModelMemory, remedy: Remedy) -> float:
     """Activation memory per sample of the micro-batch at the backward peak (MiB)."""
-    saved = model.activation_bytes * (HALF_ACTIVATION_FACTOR if model.half else 1.0)
+    returned = HALF_ACTIVATION_FACTOR if model.half else 1.0  # the logits the model returns
+    if not model.half:
+        saved = model.activation_bytes
+    elif np.isfinite(model.autocast_activation_bytes or np.nan):
+        saved = model.autocast_activation_bytes  # the log-softmax's output at fp32 in it
+    else:  # halved, the log-softmax's fp32 output too: its other half comes with the loss
+        saved = model.activation_bytes * HALF_ACTIVATION_FACTOR
+        returned += HALF_ACTIVATION_FACTOR
     if remedy.checkpointing:  # the loss's scores lie outside the checkpointed blocks
         saved *= CHECKPOINT_INPUT_SHARE + 1.0 / model.blocks
-    transient = max(ACTIVATION_GRADIENT_PEAK * saved, LOSS_PEAK_COPIES * model.logits_bytes)
+    transient = max(ACTIVATION_GRADIENT_PEAK * saved,
+                    (LOSS_GRADIENT_COPIES + returned) * model.logits_bytes)
     return (saved + transient) / MIB
 
 

@@ -69,7 +69,8 @@ class Workload:
     def memory_model(self) -> ModelMemory:
         return ModelMemory(self.params, self.gradient_bytes, self.activation_bytes_per_sample,
                            self.precision, self.optimizer, self.tensors,
-                           self.operators.get("logits_bytes_per_sample") or 0.0)
+                           self.operators.get("logits_bytes_per_sample") or 0.0,
+                           self.operators.get("autocast_activation_bytes_per_sample"))
 
     def per_gpu_share(self, workers: np.ndarray) -> np.ndarray:
         """Samples each GPU contributes to one optimizer step on clusters of `workers`."""

@@ -31,12 +31,15 @@ MEASURED_COLUMNS = ["params", "tensors", "gradient_bytes", "forward_flops_per_sa
 # class, the traffic of a step that does not grow with the batch, and the parts of the dense
 # convolutions' FLOPs in 3x3 and in 5x5 stride-1 kernels (fast algorithms'), and the fp32 bytes
 # of the scores a loss's log-softmax reads (a language model's logits: the memory model's loss
-# peak). Optional: a card without them (a user's own, an older file) is priced from its totals.
+# peak), and the saved activations' bytes as CUDA autocast keeps them (16-bit where it runs an
+# operator in 16 bits, fp32 where in fp32: profiler/autocast_memory.py). Optional: a card
+# without them (a user's own, an older file) is priced from its totals.
 OPERATOR_CLASSES = ("matmul", "conv", "grouped_conv", "attention", "norm", "other")
 OPERATOR_COLUMNS = [f"{kind}_{what}_per_sample" for kind in OPERATOR_CLASSES
                     for what in ("flops", "bytes")] + ["step_bytes", "winograd_flops_per_sample",
                                                        "conv5x5_flops_per_sample",
-                                                       "logits_bytes_per_sample"]
+                                                       "logits_bytes_per_sample",
+                                                       "autocast_activation_bytes_per_sample"]
 VERSION_COLUMNS = ["torch_version", "as_of", "source"]  # how a card was made, not what it says
 COLUMNS = WORKLOAD_COLUMNS + MEASURED_COLUMNS + OPERATOR_COLUMNS + VERSION_COLUMNS
 INT_COLUMNS = {"samples_per_epoch", "epochs", "image_size", "seq_len", "batch_per_gpu", "params",

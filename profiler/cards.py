@@ -17,6 +17,7 @@ from datetime import date
 
 from gpuadvisor.cards import card_name, check_input_size
 from profiler import zoo
+from profiler.autocast_memory import autocast_saved_bytes, dtype_tracker
 from profiler.operators import operator_split
 
 METHOD = ("meta device, FlopCounterMode with grouped-conv backward corrected, "
@@ -113,16 +114,18 @@ def measure(name: str, image_size: int | None = None, seq_len: int | None = None
 
 
 def measure_module(model, loss) -> dict:
-    """Parameters, parameter tensors, gradient bytes, FLOPs and activation bytes of one
-    training step of `model` (on the meta device), whose `loss()` runs the forward pass of one
-    sample. `tensors` counts parameter tensors (weights, biases, norm scales; not buffers
-    such as running statistics): the notion of CM-DARE's checkpoint "Number of Tensors"."""
+    """Parameters, parameter tensors, gradient bytes, FLOPs and activation bytes (fp32, and
+    as CUDA autocast would save them: profiler/autocast_memory.py) of one training step of
+    `model` (on the meta device), whose `loss()` runs the forward pass of one sample. `tensors`
+    counts parameter tensors (weights, biases, norm scales; not buffers such as running
+    statistics): the notion of CM-DARE's checkpoint "Number of Tensors"."""
     saved: dict = {}
-    counter = flop_counter()
-    with _gpu_attention(), counter, saved_tensor_bytes(model, saved):
+    counter, widths = flop_counter(), dtype_tracker()
+    with _gpu_attention(), counter, saved_tensor_bytes(model, saved), widths:
         value = loss()
         forward = counter.get_total_flops()
         activation = live_bytes(saved)  # before backward frees them
+        autocast = autocast_saved_bytes(value, widths, model.parameters())
         value.backward()
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     return {
@@ -132,6 +135,7 @@ def measure_module(model, loss) -> dict:
         "forward_flops_per_sample": forward,
         "flops_per_sample": counter.get_total_flops(),
         "activation_bytes_per_sample": activation,
+        "autocast_activation_bytes_per_sample": autocast,
     }
 
 
