@@ -68,6 +68,8 @@ POINTS = [
     ("densenet121", "V100", "fp32", 1, 64, None),
     ("densenet121", "V100", "amp", 1, 64, None),
     ("densenet121", "A100-80GB", "amp", 1, 64, None),
+    ("inception_v3", "V100", "fp32", 1, 32, None),
+    ("inception_v4", "V100", "fp32", 1, 32, None),
 ]
 # Third parties' measurements of the same configuration, never in datasets/ nor fitted: (low,
 # high) per GPU where the source gives two layouts, and where each comes from.

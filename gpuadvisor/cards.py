@@ -105,15 +105,18 @@ def sized_card_names(model: str, size: int) -> tuple[str, ...]:
 def matching_card(cards, model: str) -> str | None:
     """The name in `cards` that `model` stands for, tolerant of case, spaces, '-', '_', '.'
     and '/' as the zoo is (ResNet-50 is resnet50, BERT Large bert_large, ViT-B/16 vit_b16),
-    and of a point release the zoo's name does not carry (ResNet-50 v1.5 is resnet50);
-    None where none does."""
+    and of a point release the zoo's name does not carry (ResNet-50 v1.5 is resnet50) or a
+    version's missing 'v' (inception4 is inception_v4); None where none does."""
     def plain(name: str) -> str:
         return re.sub(r"[\s\-_./]", "", name.strip().lower())
 
     if model in cards:
         return model
     names = {plain(name): name for name in cards}
-    return names.get(plain(model)) or names.get(plain(_POINT_RELEASE.sub("", model.strip())))
+    unreleased = plain(_POINT_RELEASE.sub("", model.strip()))
+    # tf_cnn_benchmarks' --model names drop the version's 'v': inception3 is inception_v3
+    versioned = re.sub(r"(?<=[a-z])(\d+)$", r"v\1", unreleased)
+    return names.get(plain(model)) or names.get(unreleased) or names.get(versioned)
 
 
 def base_model(name: str) -> str:

@@ -59,8 +59,8 @@ class FixedInputError(GpuAdvisorError, ValueError):
 class ZooEntry:
     name: str
     family: str  # resnet | cifar_resnet | resnext | densenet | ssd | alexnet | vgg |
-    # inception | vit | bert | gpt2 | llama | transformer_xl | gnmt | transformer | convnext |
-    # mobilenet_v2 | efficientnet | ncf
+    # inception | inception_v4 | vit | bert | gpt2 | llama | transformer_xl | gnmt |
+    # transformer | convnext | mobilenet_v2 | efficientnet | ncf
     task: str  # image | text | recommendation (no input size: image_size and seq_len None)
     dataset: str
     samples_per_epoch: int
@@ -195,6 +195,9 @@ ZOO: dict[str, ZooEntry] = {
         _image("inception_v3", "inception", 100, 32, "tf_cnn_benchmarks InceptionV3 (no "
                "auxiliary head, 1001 classes); 100 epochs (Szegedy et al. 2016)",
                {"num_labels": 1001}, image_size=299),
+        _image("inception_v4", "inception_v4", 100, 32, "tf_cnn_benchmarks InceptionV4 (1001 "
+               "classes, batch 32 its default); InceptionV3's 100 epochs",
+               {"num_labels": 1001}, image_size=299),
         _vit("vit_b16", 768, 12, 12, 128),
         _vit("vit_l16", 1024, 24, 16, 64),
         _bert("bert_base", 768, 12, 12, 32),
@@ -294,6 +297,7 @@ TORCH_BUILT = {"resnext": ("profiler.zoo_convnets", "ResNeXt"),
                "alexnet": ("profiler.zoo_classic", "AlexNet"),
                "vgg": ("profiler.zoo_classic", "VGG16"),
                "inception": ("profiler.zoo_classic", "InceptionV3"),
+               "inception_v4": ("profiler.zoo_classic", "InceptionV4"),
                "gnmt": ("profiler.zoo_translation", "GNMT"),
                # transformers' M2M100 (DLE's pre-norm fairseq Transformer), wrapped for its
                # sentence-pair batches and label-smoothed loss

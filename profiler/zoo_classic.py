@@ -1,7 +1,9 @@
 """Classic ImageNet classifiers as TensorFlow's tf_cnn_benchmarks builds them (tensorflow/
 benchmarks, scripts/tf_cnn_benchmarks at commit 9165a70, the code of TensorFlow's 2017
 Benchmarks page, whose training throughput datasets/published_throughput.csv holds): AlexNet,
-VGG16 and InceptionV3. Their shapes follow that code, not torchvision's, where the two differ:
+VGG16 and InceptionV3, and InceptionV4 from the same code's inception_model.py (its `inception4`
+model; no published row of it is in the data). Their shapes follow that code, not
+torchvision's, where the two differ:
 
 - every classifier is 1001-way (tf_cnn_benchmarks' `nclass = 1001`: ImageNet's 1,000 classes
   and Inception's background class, which the labels never use);
@@ -13,6 +15,7 @@ VGG16 and InceptionV3. Their shapes follow that code, not torchvision's, where t
   (`scale=False`), epsilon 1e-3, running statistics decaying 0.999;
 - InceptionV3 has no auxiliary head (the benchmark never builds one) and no dropout before
   its classifier, and its last block max-pools where the one before average-pools;
+  InceptionV4 keeps 0.8 of its pooled features through dropout before its classifier;
 - AlexNet's and VGG16's fully connected layers keep their dropout, though at 9165a70 it did
   nothing (tf.layers.dropout got the keep probability as its rate and `training` left False):
   a few thousand element-wise operations an image either way.
@@ -194,3 +197,42 @@ class InceptionV3(nn.Module):
         """The last 8x8 map's 8x8 average pool (a 299-px image's), as a global mean."""
         features = self.blocks(self.stem(pixel_values)).mean((2, 3))
         return classifier_output(self.classifier(features), labels)
+
+
+# InceptionV4 (Szegedy et al., AAAI 2017) as tf_cnn_benchmarks' Inceptionv4Model builds it:
+# the same convolutions (batch norm, shift only) and columns. (filters, height, width,
+# stride, padding): stride-1 'VALID' convolutions give padding 0.
+INCEPTION_V4_STEM = [
+    [["max/2"], [(96, 3, 3, 2)]],  # 147 -> 73: 64 + 96 channels
+    [[(64, 1), (96, 3, 3, 1, 0)], [(64, 1), (64, 7, 1), (64, 1, 7), (96, 3, 3, 1, 0)]],  # 71
+    [[(192, 3, 3, 2)], ["max/2"]],  # 71 -> 35: 384 channels
+]
+INCEPTION_V4_A = [["avg", (96, 1)], [(96, 1)], [(64, 1), (96, 3)], [(64, 1), (96, 3), (96, 3)]]
+INCEPTION_V4_REDUCTION_A = [["max/2"], [(384, 3, 3, 2)], [(192, 1), (224, 3), (256, 3, 3, 2)]]
+INCEPTION_V4_B = [["avg", (128, 1)], [(384, 1)], [(192, 1), (224, 1, 7), (256, 7, 1)],
+                  [(192, 1), (192, 1, 7), (224, 7, 1), (224, 1, 7), (256, 7, 1)]]
+INCEPTION_V4_REDUCTION_B = [["max/2"], [(192, 1), (192, 3, 3, 2)],
+                            [(256, 1), (256, 1, 7), (320, 7, 1), (320, 3, 3, 2)]]  # 17 -> 8
+INCEPTION_V4_C = [["avg", (256, 1)], [(256, 1)], [(384, 1), [(256, 1, 3), (256, 3, 1)]],
+                  [(384, 1), (448, 1, 3), (512, 3, 1), [(256, 3, 1), (256, 1, 3)]]]
+INCEPTION_V4_BLOCKS = [*INCEPTION_V4_STEM, *[INCEPTION_V4_A] * 4, INCEPTION_V4_REDUCTION_A,
+                       *[INCEPTION_V4_B] * 7, INCEPTION_V4_REDUCTION_B, *[INCEPTION_V4_C] * 3]
+INCEPTION_V4_KEEP = 0.8  # the benchmark's dropout before the classifier (keep probability)
+
+
+class InceptionV4(nn.Module):
+    def __init__(self, num_labels: int = NUM_LABELS):
+        super().__init__()
+        self.stem = nn.Sequential(  # 299 -> 149 -> 147 -> 147
+            _conv(3, 32, 3, stride=2), _conv(32, 32, 3, padding=0), _conv(32, 64, 3))
+        blocks, inputs = [], 64
+        for columns in INCEPTION_V4_BLOCKS:
+            blocks.append(InceptionBlock(inputs, columns))
+            inputs = blocks[-1].outputs
+        self.blocks = nn.Sequential(*blocks)
+        self.dropout = nn.Dropout(1 - INCEPTION_V4_KEEP)
+        self.classifier = nn.Linear(inputs, num_labels)
+
+    def forward(self, pixel_values: torch.Tensor, labels: torch.Tensor | None = None):
+        features = self.blocks(self.stem(pixel_values)).mean((2, 3))  # spatial mean
+        return classifier_output(self.classifier(self.dropout(features)), labels)

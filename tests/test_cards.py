@@ -199,7 +199,8 @@ def test_shipped_csv_matches_what_the_code_computes(computed):
     ("ResNet-50", "resnet50"), ("ResNet-50 v1.5", "resnet50"), ("resnet50_V1.5", "resnet50"),
     ("SSD300 v1.1", "ssd300"), ("BERT Large", "bert_large"), ("ViT-B/16", "vit_b16"),
     ("Transformer-XL Base", "transformer_xl_base"), ("DenseNet-121", "densenet121"),
-    ("Inception v3", "inception_v3"), ("GNMT v2", "gnmt_v2"),
+    ("Inception v3", "inception_v3"), ("GNMT v2", "gnmt_v2"), ("inception3", "inception_v3"),
+    ("inception4", "inception_v4"), ("Inception-v4", "inception_v4"), ("vgg16", "vgg16"),
     # a whole version is another network: MobileNet (v1) is not MobileNetV2
     ("MobileNet", None), ("ResNet-50 v2", None)])
 def test_matching_card_tolerates_a_sources_spelling(spelling, card):
