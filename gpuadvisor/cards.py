@@ -33,7 +33,8 @@ MEASURED_COLUMNS = ["params", "tensors", "gradient_bytes", "forward_flops_per_sa
 # of the scores a loss's log-softmax reads (a language model's logits: the memory model's loss
 # peak), and the saved activations' bytes as CUDA autocast keeps them (16-bit where it runs an
 # operator in 16 bits, fp32 where in fp32: profiler/autocast_memory.py). Optional: a card
-# without them (a user's own, an older file) is priced from its totals.
+# without them (a user's own, an older file) is priced from its totals, and its memory under
+# autocast from half its fp32 activations.
 OPERATOR_CLASSES = ("matmul", "conv", "grouped_conv", "attention", "norm", "other")
 OPERATOR_COLUMNS = [f"{kind}_{what}_per_sample" for kind in OPERATOR_CLASSES
                     for what in ("flops", "bytes")] + ["step_bytes", "winograd_flops_per_sample",

@@ -97,9 +97,9 @@ def _densenet(name, block_layers, growth, stem_channels, batch) -> ZooEntry:
     """DenseNet as torchvision builds it (profiler/zoo_densenet.py) on Huang et al.'s ImageNet
     recipe: 90 epochs, batch 256 (64 a GPU on 4: its concatenations are memory-hungry)."""
     return _image(name, "densenet", 90, batch, "torchvision DenseNet; Huang et al. (CVPR "
-                  "2017) ImageNet recipe: 90 epochs, batch 256", {"block_layers": block_layers,
-                                                  "growth": growth,
-                                                  "stem_channels": stem_channels})
+                  "2017) ImageNet recipe: 90 epochs, batch 256",
+                  {"block_layers": block_layers, "growth": growth,
+                   "stem_channels": stem_channels})
 
 
 def _resnext(name, squeeze_excitation, batch) -> ZooEntry:
