@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.progress import track
 
 from advisor.importers.published import workload_seq_len
-from gpuadvisor.cards import FILE, write_cards
+from gpuadvisor.cards import FILE, sized_card_names, write_cards
 from profiler import zoo
 from profiler.cards import compute_card
 
@@ -31,7 +31,8 @@ COMMON_SIZES = [("bert_base", None, 384)]
 
 
 def published_sizes(path: Path = DATASETS / "published_throughput.csv") -> set[tuple]:
-    """(zoo model, image_size, seq_len) of every published input size off a model's default."""
+    """(zoo model, image_size, seq_len) of every published input size off a model's default
+    that no zoo variant already is (a ResNet at 32 px is `resnet18_cifar`, not resnet18@32)."""
     with open(path, newline="") as handle:
         rows = list(csv.DictReader(handle))
     sizes = set()
@@ -40,6 +41,9 @@ def published_sizes(path: Path = DATASETS / "published_throughput.csv") -> set[t
             continue
         entry = zoo.ZOO[row["model"]]
         image_size, seq_len = int(row["image_size"] or 0), workload_seq_len(row) or 0
+        size = image_size or seq_len
+        if size and any(name in zoo.ZOO for name in sized_card_names(entry.name, size)[1:]):
+            continue
         if (image_size or entry.image_size) != entry.image_size or (
                 seq_len or entry.seq_len) != entry.seq_len:
             sizes.add((entry.name, image_size or None, seq_len or None))

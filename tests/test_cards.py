@@ -265,3 +265,22 @@ def test_card_cli_errors_are_one_line(args, message):
     result = card_cli(*args)
     assert result.exit_code == 2
     assert message in result.output and result.output.strip().count("\n") == 0
+
+
+def test_build_cards_leaves_a_32_px_resnet_to_its_cifar_card(tmp_path):
+    """A published ResNet-18 row at 32 px is priced with resnet18_cifar, so the card script
+    must not also make an ImageNet resnet18@32 that would take precedence over it."""
+    import csv
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_cards", ROOT / "scripts" /
+                                                  "build_cards.py")
+    build_cards = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_cards)
+    path = tmp_path / "rows.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["model", "image_size", "seq_len"])
+        writer.writeheader()
+        writer.writerows([{"model": "resnet18", "image_size": "32", "seq_len": ""},
+                          {"model": "resnet18", "image_size": "448", "seq_len": ""}])
+    assert build_cards.published_sizes(path) == {("resnet18", 448, None)}
