@@ -94,13 +94,17 @@ def card_name(model: str, size: int | None = None) -> str:
     return f"{base_model(model)}{SIZE_SEPARATOR}{size}" if size else base_model(model)
 
 
+def size_variant(model: str, size: int) -> str | None:
+    """The card of the other network `model` is at input size `size`, if any: at 32 px a
+    ResNet's CIFAR variant (CIFAR_SUFFIX)."""
+    return base_model(model) + CIFAR_SUFFIX if size == CIFAR_IMAGE_SIZE else None
+
+
 def sized_card_names(model: str, size: int) -> tuple[str, ...]:
     """The names a card of `model` at input size `size` may have, the first preferred:
-    `model@size`, and at 32 px the model's CIFAR variant (CIFAR_SUFFIX)."""
-    names = (card_name(model, size),)
-    if size == CIFAR_IMAGE_SIZE:
-        names += (base_model(model) + CIFAR_SUFFIX,)
-    return names
+    `model@size`, then its `size_variant`."""
+    variant = size_variant(model, size)
+    return (card_name(model, size),) + ((variant,) if variant else ())
 
 
 def matching_card(cards, model: str) -> str | None:

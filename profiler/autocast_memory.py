@@ -86,8 +86,6 @@ def dtype_tracker():
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             name = func._overloadpacket.__name__
-            floats = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)
-                      and t.is_floating_point() and t.dim() > 0]
             if name in LOWER_PRECISION_OPS:
                 width = HALF_BYTES
             elif name in FP32_OPS:
@@ -95,7 +93,9 @@ def dtype_tracker():
             elif name in INPUT_TYPED_OPS:
                 width = self.bytes_of(args[0])
             else:  # the widest floating input, as type promotion gives it
-                width = max((self.bytes_of(t) for t in floats), default=None)
+                width = max((self.bytes_of(t) for t in tree_leaves((args, kwargs))
+                             if isinstance(t, torch.Tensor) and t.is_floating_point()
+                             and t.dim() > 0), default=None)
             for result in tree_leaves(out):
                 if isinstance(result, torch.Tensor) and result.is_floating_point() and width \
                         and not func.is_view:  # a view writes nothing: its base's width holds

@@ -179,6 +179,15 @@ class InceptionBlock(nn.Module):
         return torch.cat([column(x) for column in self.columns], 1)
 
 
+def inception_blocks(inputs: int, blocks: list) -> tuple[nn.Sequential, int]:
+    """InceptionBlocks of `blocks`' columns one after the other, and their output channels."""
+    chain = []
+    for columns in blocks:
+        chain.append(InceptionBlock(inputs, columns))
+        inputs = chain[-1].outputs
+    return nn.Sequential(*chain), inputs
+
+
 class InceptionV3(nn.Module):
     def __init__(self, num_labels: int = NUM_LABELS):
         super().__init__()
@@ -186,11 +195,7 @@ class InceptionV3(nn.Module):
             _conv(3, 32, 3, stride=2), _conv(32, 32, 3, padding=0), _conv(32, 64, 3),
             nn.MaxPool2d(3, 2), _conv(64, 80, 1), _conv(80, 192, 3, padding=0),
             nn.MaxPool2d(3, 2))
-        blocks, inputs = [], 192
-        for columns in INCEPTION_V3_BLOCKS:
-            blocks.append(InceptionBlock(inputs, columns))
-            inputs = blocks[-1].outputs
-        self.blocks = nn.Sequential(*blocks)
+        self.blocks, inputs = inception_blocks(192, INCEPTION_V3_BLOCKS)
         self.classifier = nn.Linear(inputs, num_labels)
 
     def forward(self, pixel_values: torch.Tensor, labels: torch.Tensor | None = None):
@@ -225,11 +230,7 @@ class InceptionV4(nn.Module):
         super().__init__()
         self.stem = nn.Sequential(  # 299 -> 149 -> 147 -> 147
             _conv(3, 32, 3, stride=2), _conv(32, 32, 3, padding=0), _conv(32, 64, 3))
-        blocks, inputs = [], 64
-        for columns in INCEPTION_V4_BLOCKS:
-            blocks.append(InceptionBlock(inputs, columns))
-            inputs = blocks[-1].outputs
-        self.blocks = nn.Sequential(*blocks)
+        self.blocks, inputs = inception_blocks(64, INCEPTION_V4_BLOCKS)
         self.dropout = nn.Dropout(1 - INCEPTION_V4_KEEP)
         self.classifier = nn.Linear(inputs, num_labels)
 

@@ -59,23 +59,34 @@ def classifier_output(logits: torch.Tensor, labels: torch.Tensor | None) -> Simp
     return SimpleNamespace(loss=loss, logits=logits)
 
 
+def residual_stages(inputs: int, depths, block,
+                    strided_stages: tuple[int, ...] = (1, 2, 3)) -> tuple[list, int]:
+    """A ResNet's stages of `depths` blocks at STAGE_WIDTHS, the first block of each of
+    `strided_stages` halving the map: `block(inputs, stage width, stride)` gives a block and
+    its output channels. The blocks, and the last one's output channels."""
+    layers = []
+    for stage, (depth, base) in enumerate(zip(depths, STAGE_WIDTHS)):
+        for index in range(depth):
+            layer, inputs = block(inputs, base, 2 if stage in strided_stages and index == 0
+                                  else 1)
+            layers.append(layer)
+    return layers, inputs
+
+
 def bottleneck_trunk(depths, groups: int = 1, width_per_group: int = 64,
                      squeeze_excitation: bool = False,
                      strided_stages: tuple[int, ...] = (1, 2, 3)) -> tuple[nn.Sequential, int]:
     """A ResNet v1.5 stem (7x7 convolution, max pool) and bottleneck stages of `depths`
     blocks, the first block of each of `strided_stages` halving the map; the trunk and its
     output channels. groups=1, width_per_group=64 is a ResNet's."""
-    layers: list[nn.Module] = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64),
-                               nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
-    inputs = 64
-    for stage, (depth, base) in enumerate(zip(depths, STAGE_WIDTHS)):
+    def bottleneck(inputs: int, base: int, stride: int):
         width = groups * width_per_group * base // 64
-        for block in range(depth):
-            stride = 2 if stage in strided_stages and block == 0 else 1
-            layers.append(Bottleneck(inputs, width, base * EXPANSION, stride, groups,
-                                     squeeze_excitation))
-            inputs = base * EXPANSION
-    return nn.Sequential(*layers), inputs
+        return (Bottleneck(inputs, width, base * EXPANSION, stride, groups, squeeze_excitation),
+                base * EXPANSION)
+
+    stages, outputs = residual_stages(64, depths, bottleneck, strided_stages)
+    return nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                         nn.MaxPool2d(3, 2, 1), *stages), outputs
 
 
 class ResNeXt(nn.Module):
@@ -118,18 +129,15 @@ class CifarResNet(nn.Module):
 
     def __init__(self, layer_type: str, depths: list[int], num_labels: int = 10):
         super().__init__()
-        layers: list[nn.Module] = [nn.Conv2d(3, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64),
-                                   nn.ReLU()]
-        inputs = 64
-        for stage, (depth, base) in enumerate(zip(depths, STAGE_WIDTHS)):
-            outputs = base if layer_type == "basic" else base * EXPANSION
-            for block in range(depth):
-                stride = 2 if stage > 0 and block == 0 else 1
-                layers.append(BasicBlock(inputs, outputs, stride) if layer_type == "basic"
-                              else Bottleneck(inputs, base, outputs, stride, 1, False))
-                inputs = outputs
-        self.features = nn.Sequential(*layers)
-        self.classifier = nn.Linear(inputs, num_labels)
+        def block(inputs: int, base: int, stride: int):
+            if layer_type == "basic":
+                return BasicBlock(inputs, base, stride), base
+            return Bottleneck(inputs, base, base * EXPANSION, stride, 1, False), base * EXPANSION
+
+        stages, outputs = residual_stages(64, depths, block)
+        self.features = nn.Sequential(nn.Conv2d(3, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64),
+                                      nn.ReLU(), *stages)
+        self.classifier = nn.Linear(outputs, num_labels)
 
     def forward(self, pixel_values: torch.Tensor, labels: torch.Tensor | None = None):
         return classifier_output(self.classifier(self.features(pixel_values).mean((2, 3))),

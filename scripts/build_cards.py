@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.progress import track
 
 from advisor.importers.published import workload_seq_len
-from gpuadvisor.cards import FILE, sized_card_names, write_cards
+from gpuadvisor.cards import FILE, size_variant, write_cards
 from profiler import zoo
 from profiler.cards import compute_card
 
@@ -42,7 +42,7 @@ def published_sizes(path: Path = DATASETS / "published_throughput.csv") -> set[t
         entry = zoo.ZOO[row["model"]]
         image_size, seq_len = int(row["image_size"] or 0), workload_seq_len(row) or 0
         size = image_size or seq_len
-        if size and any(name in zoo.ZOO for name in sized_card_names(entry.name, size)[1:]):
+        if size and size_variant(entry.name, size) in zoo.ZOO:
             continue
         if (image_size or entry.image_size) != entry.image_size or (
                 seq_len or entry.seq_len) != entry.seq_len:
