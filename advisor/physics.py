@@ -10,7 +10,11 @@ at the share s of its boost clock the GPU sustains under its power limit, and ta
 
 which side binds is decided at the prior efficiencies, so the balance point of every GPU
 puts GEMMs, depthwise convolutions, attention, normalisation and element-wise work where they
-belong. A training step of one worker then costs
+belong. It is decided one operator at a time where the card says how a class's FLOPs and
+bytes spread over arithmetic intensity (its intensity profile): a ResNet-50's 1x1
+convolutions on 56x56 maps (26 FLOPs per fp32 byte) are memory-bound on an A100 under amp,
+its 3x3 ones (144) compute-bound, and a step costs the sum of the operators' maxima, not the
+maximum of the class's sums. A training step of one worker then costs
 
     t = a_fp32 * sum F_c*b/(e_c s P_fp32)   over compute-bound GEMM-like classes on FP32 cores
       + a_tensor * sum F_c*b/(e_c s P_tensor) over the same on 16-bit tensor cores
@@ -54,7 +58,7 @@ from __future__ import annotations
 import numpy as np
 
 from advisor.sharding import communication_scale, compute_scale, optimizer_scale
-from gpuadvisor.cards import OPERATOR_CLASSES
+from gpuadvisor.cards import INTENSITY_EDGES, OPERATOR_CLASSES, PROFILED_CLASSES
 from gpuadvisor.vocab import HALF_PRECISIONS
 
 # Order of the design-matrix columns; the artifact stores coefficients in this order.
@@ -350,20 +354,58 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
             traffic = nbytes[kind] * act_scale * batch / bandwidth
             prior = np.where(tensor[kind], PRIOR["compute_tensor"], PRIOR["compute_fp32"])
             prior = np.where(split, prior, PRIOR["unsplit_fp32"])
-            bound = compute * prior >= traffic * PRIOR["memory"]
+            # Which side binds is decided at the prior efficiencies: per operator where the
+            # card profiles the class, else for the class as a whole.
+            whole = compute * prior < traffic * PRIOR["memory"]
+            if kind in PROFILED_CLASSES:
+                balance = act_scale * PRIOR["memory"] * peak * efficiency[kind] \
+                    / (bandwidth * prior)
+                flops_share, bytes_share = memory_bound_shares(features, kind, balance, whole)
+            else:
+                flops_share = bytes_share = whole.astype(float)
+            compute = compute * (1 - flops_share)
+            traffic = traffic * bytes_share
             if kind in GROUPED_CLASSES:
-                out["grouped_conv"] += np.where(bound, compute, traffic)
+                out["grouped_conv"] += compute + traffic
                 continue
             for family, rows in (("conv" if kind == "conv" else "compute", split),
                                  ("unsplit", ~split)):
-                busy = rows & bound
-                out[f"{family}_tensor"] += np.where(busy & tensor[kind] & half, compute, 0.0)
-                out[f"{family}_tf32"] += np.where(busy & tensor[kind] & ~half, compute, 0.0)
-                out[f"{family}_fp32"] += np.where(busy & ~tensor[kind], compute, 0.0)
-            out["memory"] += np.where(bound, 0.0, traffic)
+                out[f"{family}_tensor"] += np.where(rows & tensor[kind] & half, compute, 0.0)
+                out[f"{family}_tf32"] += np.where(rows & tensor[kind] & ~half, compute, 0.0)
+                out[f"{family}_fp32"] += np.where(rows & ~tensor[kind], compute, 0.0)
+            out["memory"] += traffic
     out["memory"] = out["memory"] + np.nan_to_num(_optional(features, "step_bytes",
                                                             len(batch))) / bandwidth
     return out
+
+
+def memory_bound_shares(features: dict, kind: str, balance: np.ndarray,
+                        whole: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(share of the FLOPs, share of the bytes) of class `kind` in operators whose intensity
+    (FLOPs per fp32 byte) is below each row's `balance` point: those operators are
+    memory-bound there. Read off the card's intensity profile (gpuadvisor.cards.
+    PROFILE_COLUMNS), linear in log intensity between its edges, none below half the first
+    edge, the last edge's shares above it; where the card has no profile, all or nothing as
+    `whole` (the class's mean intensity) says."""
+    n = len(balance)
+    grid = np.log2([INTENSITY_EDGES[0] / 2, *INTENSITY_EDGES])
+    with np.errstate(divide="ignore"):
+        position = np.log2(np.nan_to_num(balance, nan=0.0))
+    index = np.clip(np.searchsorted(grid, position, side="right") - 1, 0, len(grid) - 2)
+    weight = np.clip((position - grid[index]) / (grid[index + 1] - grid[index]), 0.0, 1.0)
+    rows = np.arange(n)
+    shares = []
+    for what in ("flops", "bytes"):
+        under = np.column_stack([np.zeros(n)] + [
+            _optional(features, f"{kind}_under{edge}_{what}_per_sample", n)
+            for edge in INTENSITY_EDGES])
+        total = np.nan_to_num(_optional(features, f"{kind}_{what}_per_sample", n))
+        profiled = np.isfinite(under).all(axis=1) & (total > 0)
+        value = under[rows, index] * (1 - weight) + under[rows, index + 1] * weight
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.clip(np.where(profiled, value / total, 0.0), 0.0, 1.0)
+        shares.append(np.where(profiled, share, whole.astype(float)))
+    return shares[0], shares[1]
 
 
 def design_matrix(features: dict) -> np.ndarray:

@@ -36,11 +36,24 @@ MEASURED_COLUMNS = ["params", "tensors", "gradient_bytes", "forward_flops_per_sa
 # without them (a user's own, an older file) is priced from its totals, and its memory under
 # autocast from half its fp32 activations.
 OPERATOR_CLASSES = ("matmul", "conv", "grouped_conv", "attention", "norm", "other")
+# How a class's work spreads over arithmetic intensity (FLOPs per fp32 byte of each operator):
+# `<class>_under<I>_{flops,bytes}_per_sample` sum the FLOPs and bytes of the class's operators
+# below intensity I, so that on a GPU whose balance point is I those operators are priced
+# memory-bound and the rest compute-bound, one operator at a time (Habitat's per-operator
+# roofline) rather than the whole class at its mean intensity. Element-wise and normalisation
+# classes sit below every GPU's balance point (about one FLOP a byte) and need no profile.
+# The edges span the balance points of training GPUs in FLOPs per fp32 byte: a K80's FP32
+# cores (~12) to an L40S's 16-bit tensor cores (~210, its 16-bit bytes counted as fp32 halves).
+PROFILED_CLASSES = ("matmul", "conv", "grouped_conv", "attention")
+INTENSITY_EDGES = (8, 16, 32, 64, 128, 256, 512)
+PROFILE_COLUMNS = [f"{kind}_under{edge}_{what}_per_sample" for kind in PROFILED_CLASSES
+                   for edge in INTENSITY_EDGES for what in ("flops", "bytes")]
 OPERATOR_COLUMNS = [f"{kind}_{what}_per_sample" for kind in OPERATOR_CLASSES
                     for what in ("flops", "bytes")] + ["step_bytes", "winograd_flops_per_sample",
                                                        "conv5x5_flops_per_sample",
                                                        "logits_bytes_per_sample",
-                                                       "autocast_activation_bytes_per_sample"]
+                                                       "autocast_activation_bytes_per_sample",
+                                                       *PROFILE_COLUMNS]
 VERSION_COLUMNS = ["torch_version", "as_of", "source"]  # how a card was made, not what it says
 COLUMNS = WORKLOAD_COLUMNS + MEASURED_COLUMNS + OPERATOR_COLUMNS + VERSION_COLUMNS
 INT_COLUMNS = {"samples_per_epoch", "epochs", "image_size", "seq_len", "batch_per_gpu", "params",

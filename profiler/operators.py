@@ -28,13 +28,20 @@ each class's time at max(FLOPs / peak of its unit, bytes / memory bandwidth) on 
 - `other`: element-wise work, activations, pooling, softmax, embeddings, losses.
 
 The trace runs at batches 1 and 2: the difference is the per-sample work, the rest is work
-per step whatever the batch (reading weights, writing weight gradients). It also tallies the
+per step whatever the batch (reading weights, writing weight gradients). Each matrix product,
+convolution and attention kernel's own per-sample FLOPs and bytes give its arithmetic
+intensity, and the card keeps how each class's work spreads over it (`intensity_profile`), so
+that an advisor can price one operator at a time: a class's mean intensity would put all of
+its operators on one side of a GPU's balance point. It also tallies the
 logits a loss's log-softmax reads (`logits_bytes_per_sample`): a language model's scores over
 its vocabulary, whose fp32 copies at the loss dominate its memory at the start of backward.
 """
 
 from __future__ import annotations
 
+import difflib
+
+from gpuadvisor.cards import INTENSITY_EDGES, PROFILED_CLASSES
 from gpuadvisor.cards import OPERATOR_CLASSES as CLASSES
 from profiler import zoo
 
@@ -135,6 +142,8 @@ def operator_counter():
             super().__init__()
             # class -> [FLOPs, bytes]; a FAST_TALLIES one -> [FLOPs of its convolutions, 0]
             self.totals = {c: [0.0, 0.0] for c in (*CLASSES, *FAST_TALLIES.values(), LOGITS)}
+            # (name, class, FLOPs, bytes) of each operator of a PROFILED_CLASSES class, in order
+            self.operators: list[tuple[str, str, float, float]] = []
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -156,24 +165,49 @@ def operator_counter():
             kernel = fast_kernel_size(name, args) if kind == "conv" else None
             if kernel:
                 self.totals[FAST_TALLIES[kernel]][0] += flops
-            self.totals[kind][1] += _tensor_bytes(args) + _tensor_bytes(kwargs) \
-                + _tensor_bytes(out)
+            nbytes = _tensor_bytes(args) + _tensor_bytes(kwargs) + _tensor_bytes(out)
+            self.totals[kind][1] += nbytes
+            if kind in PROFILED_CLASSES:
+                self.operators.append((name, kind, flops, nbytes))
             return out
 
     return OperatorCounter()
 
 
-def trace(model, step, batch: int) -> dict[str, list[float]]:
-    """Class -> [FLOPs, bytes] of one training step (forward and backward, fp32) of `model`
-    at `batch` samples, on the meta device: `step(batch)` returns the loss of that step's
-    forward pass."""
+def trace(model, step, batch: int):
+    """The counter (`operator_counter`) of one training step (forward and backward, fp32) of
+    `model` at `batch` samples, on the meta device: its `totals` (class -> [FLOPs, bytes]) and
+    `operators`. `step(batch)` returns the loss of that step's forward pass."""
     from profiler.cards import _gpu_attention
 
     model.zero_grad(set_to_none=True)  # a step writes its gradients, it does not add to them
     counter = operator_counter()
     with _gpu_attention(), counter:
         step(batch).backward()
-    return counter.totals
+    return counter
+
+
+def intensity_profile(one: list[tuple], two: list[tuple]) -> dict[str, int]:
+    """The PROFILE_COLUMNS of a model traced at batches 1 and 2 (`operators` of each): each
+    operator's per-sample FLOPs and bytes are its difference between the traces (its weights'
+    traffic, the same at any batch, drops out), and its intensity their ratio. The traces are
+    aligned by operator name, since a batch of one can dispatch a few operators more or fewer
+    (a copy of a broadcast view); an operator without a partner is left out."""
+    out = {f"{kind}_under{edge}_{what}_per_sample": 0.0 for kind in PROFILED_CLASSES
+           for edge in INTENSITY_EDGES for what in ("flops", "bytes")}
+    matcher = difflib.SequenceMatcher(a=[op[:2] for op in one], b=[op[:2] for op in two],
+                                      autojunk=False)
+    for block in matcher.get_matching_blocks():
+        for offset in range(block.size):
+            _, kind, flops_one, bytes_one = one[block.a + offset]
+            _, _, flops_two, bytes_two = two[block.b + offset]
+            flops = max(flops_two - flops_one, 0.0)
+            nbytes = max(bytes_two - bytes_one, 0.0)
+            for edge in INTENSITY_EDGES:
+                if flops < edge * nbytes:
+                    out[f"{kind}_under{edge}_flops_per_sample"] += flops
+                    out[f"{kind}_under{edge}_bytes_per_sample"] += nbytes
+    return {key: round(value) for key, value in out.items()}
 
 
 def split_of(model, step) -> dict[str, int]:
@@ -182,10 +216,12 @@ def split_of(model, step) -> dict[str, int]:
     a step that does not grow with the batch (weights read, weight gradients written), and
     `winograd_flops_per_sample` and `conv5x5_flops_per_sample`, the parts of the convolutions'
     FLOPs fast algorithms take (3x3 and 5x5 kernels at stride 1), and
-    `logits_bytes_per_sample`, what a loss's log-softmax reads a sample (fp32).
+    `logits_bytes_per_sample`, what a loss's log-softmax reads a sample (fp32), and how each
+    class's work spreads over arithmetic intensity (`intensity_profile`).
     `step(batch)` returns the loss of a forward pass at `batch` samples on the meta device."""
-    one, two = trace(model, step, 1), trace(model, step, 2)
-    out: dict[str, int] = {}
+    traced_one, traced_two = trace(model, step, 1), trace(model, step, 2)
+    one, two = traced_one.totals, traced_two.totals
+    out: dict[str, int] = intensity_profile(traced_one.operators, traced_two.operators)
     step_bytes = 0.0
     for kind in CLASSES:
         out[f"{kind}_flops_per_sample"] = round(two[kind][0] - one[kind][0])

@@ -85,3 +85,31 @@ def test_a_causal_attention_kernel_executes_the_tiles_on_and_below_the_diagonal(
     assert attention_flops(True) == pytest.approx(attention_flops(False) * (tiles + 1)
                                                   / (2 * tiles))
     assert attention_flops(False) > 0
+
+
+def test_intensity_profile_puts_each_matrix_product_at_its_own_intensity():
+    """A Linear(d, d) without bias does 2 d^2 FLOPs a sample in each of its three products
+    (forward, input gradient, weight gradient) and moves 2 d fp32 values a sample: intensity
+    d/4 FLOPs a byte, the weight's traffic being the same at any batch. The 512x512 layer
+    (128) sits below the 256 and 512 edges only; the 16x512 ones (2 * 16 * 512 FLOPs over
+    4 * (16 + 512) bytes: 7.76) below every edge."""
+    from gpuadvisor.cards import INTENSITY_EDGES
+    from profiler.operators import split_of
+
+    with torch.device("meta"):
+        model = torch.nn.Sequential(torch.nn.Linear(16, 512, bias=False),
+                                    torch.nn.Linear(512, 512, bias=False),
+                                    torch.nn.Linear(512, 16, bias=False))
+
+    def step(batch: int):
+        return model(torch.empty(batch, 16, device="meta")).sum()
+
+    columns = split_of(model, step)
+    wide = 3 * 2 * 512 * 512  # the 512x512 layer's three products
+    narrow = 5 * 2 * 16 * 512  # the first layer's input needs no gradient: two products
+    assert columns["matmul_flops_per_sample"] == wide + narrow
+    for edge in INTENSITY_EDGES:
+        expected = (wide if edge > 128 else 0) + narrow
+        assert columns[f"matmul_under{edge}_flops_per_sample"] == expected, edge
+    assert columns["matmul_under512_bytes_per_sample"] == columns["matmul_bytes_per_sample"]
+    assert columns["conv_under512_flops_per_sample"] == 0

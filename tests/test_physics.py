@@ -91,6 +91,48 @@ def test_each_operator_class_binds_at_the_gpus_balance_point():
                                 "conv_tensor", "conv_tf32", "memory")] == [0] * 7
 
 
+def test_a_profiled_class_is_priced_one_operator_at_a_time():
+    """Half a card's convolution FLOPs in operators of intensity 20 FLOPs a byte, half at
+    1,000: on a V100's FP32 cores (balance ~12) all of them are compute-bound; under amp
+    (balance ~49 in fp32 bytes) the low-intensity half is memory-bound, while the class's
+    mean intensity (39) would put all of it there."""
+    from gpuadvisor.cards import INTENSITY_EDGES
+
+    low, high = (5e8, 2.5e7), (5e8, 5e5)
+    card = split_card(conv=(low[0] + high[0], low[1] + high[1]))
+    profile = {f"conv_under{edge}_{what}_per_sample": value if edge > 20 else 0.0
+               for edge in INTENSITY_EDGES for what, value in zip(("flops", "bytes"), low)}
+    fp32 = terms(params=0.0, **card, **profile)
+    assert fp32["conv_fp32"] == pytest.approx(1e9 * 100 / (15.7e12 * 0.7))
+    assert fp32["memory"] == 0
+    amp = terms(precision="amp", params=0.0, **card, **profile)
+    assert amp["conv_tensor"] == pytest.approx(high[0] * 100 / (125e12 * 0.7))
+    assert amp["memory"] == pytest.approx(0.5 * low[1] * 100 / 900e9)  # 16-bit traffic
+    whole = terms(precision="amp", params=0.0, **card)  # no profile: the class's mean
+    assert whole["conv_tensor"] == 0
+    assert whole["memory"] == pytest.approx(0.5 * (low[1] + high[1]) * 100 / 900e9)
+
+
+def test_memory_bound_shares_interpolate_in_log_intensity_between_edges():
+    from gpuadvisor.cards import INTENSITY_EDGES
+
+    features = {"matmul_flops_per_sample": np.array([8.0]),
+                "matmul_bytes_per_sample": np.array([8.0])}
+    for edge in INTENSITY_EDGES:  # the share below each edge: 1/8 at 8, 2/8 at 16, ...
+        share = min(np.log2(edge) - 2, 8.0)
+        features |= {f"matmul_under{edge}_flops_per_sample": np.array([share]),
+                     f"matmul_under{edge}_bytes_per_sample": np.array([share])}
+    whole = np.array([True])
+    for balance, expected in ((2.0, 0.0), (4.0, 0.0), (8.0, 1 / 8), (np.sqrt(8 * 16), 1.5 / 8),
+                              (100.0, (np.log2(100) - 2) / 8), (512.0, 7 / 8), (4096.0, 7 / 8)):
+        flops, nbytes = physics.memory_bound_shares(features, "matmul", np.array([balance]),
+                                                    whole)
+        assert flops[0] == pytest.approx(expected) and nbytes[0] == pytest.approx(expected)
+    # a card without the profile: all or nothing, as the class's mean intensity says
+    unprofiled = {key: value for key, value in features.items() if "under" not in key}
+    assert physics.memory_bound_shares(unprofiled, "matmul", np.array([100.0]), whole)[0] == 1
+
+
 def test_fp32_runs_convolutions_in_tf32_on_ampere_as_pytorch_does():
     card = split_card(conv=(1e9, 0.0), matmul=(1e9, 0.0))
     a100 = terms(gpu="A100-80GB", precision="fp32", params=0.0, **card)

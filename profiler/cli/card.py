@@ -115,8 +115,8 @@ def card(
                         dataset, samples_per_epoch, epochs)
     _keep(computed, save, out)
     if fmt is Format.table:
-        rows = [{"field": k, "value": _readable(k, v)} for k, v in computed.items()]
-        emit(rows, ["field", "value"], fmt, title=f"model card: {computed['model']}")
+        emit(_table_rows(computed), ["field", "value"], fmt,
+             title=f"model card: {computed['model']}")
     elif fmt is Format.csv:
         from gpuadvisor.cards import COLUMNS
 
@@ -204,6 +204,33 @@ def _stderr():
     from rich.console import Console
 
     return Console(stderr=True)
+
+
+def _table_rows(computed: dict) -> list[dict]:
+    """The card as field/value rows for people: each class's intensity profile (56 columns
+    in the file) as one row of shares, where the class has work."""
+    from gpuadvisor.cards import (
+        INTENSITY_EDGES,
+        PROFILE_COLUMNS,
+        PROFILED_CLASSES,
+        VERSION_COLUMNS,
+    )
+
+    rows = [{"field": k, "value": _readable(k, v)} for k, v in computed.items()
+            if k not in PROFILE_COLUMNS and k not in VERSION_COLUMNS]
+    rows.append({"field": "intensity edges (FLOPs per fp32 byte)",
+                 "value": " ".join(str(edge) for edge in INTENSITY_EDGES)})
+    for kind in PROFILED_CLASSES:
+        for what in ("flops", "bytes"):
+            total = computed.get(f"{kind}_{what}_per_sample") or 0
+            if not total or computed.get(f"{kind}_under{INTENSITY_EDGES[0]}_{what}_per_sample") \
+                    is None:
+                continue
+            shares = [computed[f"{kind}_under{edge}_{what}_per_sample"] / total
+                      for edge in INTENSITY_EDGES]
+            rows.append({"field": f"{kind} {what} under each edge",
+                         "value": " ".join(f"{share:.0%}" for share in shares)})
+    return rows + [{"field": k, "value": computed[k]} for k in VERSION_COLUMNS if k in computed]
 
 
 def _readable(key: str, value):
