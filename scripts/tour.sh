@@ -52,7 +52,7 @@ show advisor recommend --model resnet50 --deadline 24h --provider azure
 show advisor recommend --model resnet50 --deadline 24h --max-nodes abc
 
 section "model cards"
-show profiler card resnet50 --format json
+show profiler card resnet50
 show profiler card resnt50
 
 section "LLMs, own cards, markets and quotas"
