@@ -195,18 +195,20 @@ def intensity_profile(one: list[tuple], two: list[tuple]) -> dict[str, int]:
     (a copy of a broadcast view); an operator without a partner is left out."""
     out = {f"{kind}_under{edge}_{what}_per_sample": 0.0 for kind in PROFILED_CLASSES
            for edge in INTENSITY_EDGES for what in ("flops", "bytes")}
-    matcher = difflib.SequenceMatcher(a=[op[:2] for op in one], b=[op[:2] for op in two],
-                                      autojunk=False)
-    for block in matcher.get_matching_blocks():
-        for offset in range(block.size):
-            _, kind, flops_one, bytes_one = one[block.a + offset]
-            _, _, flops_two, bytes_two = two[block.b + offset]
-            flops = max(flops_two - flops_one, 0.0)
-            nbytes = max(bytes_two - bytes_one, 0.0)
-            for edge in INTENSITY_EDGES:
-                if flops < edge * nbytes:
-                    out[f"{kind}_under{edge}_flops_per_sample"] += flops
-                    out[f"{kind}_under{edge}_bytes_per_sample"] += nbytes
+    names_one, names_two = [op[:2] for op in one], [op[:2] for op in two]
+    if names_one == names_two:  # the usual case; aligning thousands of operators is slow
+        pairs = zip(one, two)
+    else:
+        matcher = difflib.SequenceMatcher(a=names_one, b=names_two, autojunk=False)
+        pairs = ((one[block.a + offset], two[block.b + offset])
+                 for block in matcher.get_matching_blocks() for offset in range(block.size))
+    for (_, kind, flops_one, bytes_one), (_, _, flops_two, bytes_two) in pairs:
+        flops = max(flops_two - flops_one, 0.0)
+        nbytes = max(bytes_two - bytes_one, 0.0)
+        for edge in INTENSITY_EDGES:
+            if flops < edge * nbytes:
+                out[f"{kind}_under{edge}_flops_per_sample"] += flops
+                out[f"{kind}_under{edge}_bytes_per_sample"] += nbytes
     return {key: round(value) for key, value in out.items()}
 
 

@@ -60,7 +60,8 @@ class ZooEntry:
     name: str
     family: str  # resnet | cifar_resnet | resnext | densenet | ssd | alexnet | vgg |
     # inception | inception_v4 | vit | bert | gpt2 | llama | transformer_xl | gnmt |
-    # transformer | convnext | mobilenet_v2 | efficientnet | ncf
+    # transformer | convnext | mobilenet_v2 | efficientnet | ncf | waveglow | mask_rcnn |
+    # tacotron2
     task: str  # image | text | recommendation (no input size: image_size and seq_len None)
     dataset: str
     samples_per_epoch: int
@@ -224,6 +225,28 @@ ZOO: dict[str, ZooEntry] = {
                  "NVIDIA DeepLearningExamples PyTorch/Detection/SSD recipe: 65 epochs (main.py "
                  "default; learning-rate steps at 43 and 54), batch 128 per GPU on 8 A100s "
                  "(examples/SSD300_A100_FP{16,32}_8GPU.sh)", {"num_labels": 81}),
+        # Tacotron 2 as DeepLearningExamples PyTorch/SpeechSynthesis/Tacotron2 (20.06) trains it:
+        # seq_len is the mel frames an utterance adds to its mels/s (567, unpadded), a rate; the
+        # utterances are traced padded as a batch of 128 pads them, to 164 symbols and 860 frames
+        # (profiler/zoo_tacotron2.py).
+        ZooEntry("tacotron2", "tacotron2", "text", "ljspeech", 12_500, 1501, None, 567, 128,
+                 "NVIDIA DeepLearningExamples Tacotron 2 LJSpeech recipe "
+                 "(platform/DGXA100_tacotron2_{AMP,TF32}_8NGPU_train.sh@f0c8bc57): 1501 epochs of "
+                 "LJSpeech 1.1's 12,500 training clips, batch 128 a GPU on 8 A100s, teacher "
+                 "forcing", {"n_symbols": 148, "n_mel_channels": 80, "encoder_embedding_dim": 512,
+                             "attention_rnn_dim": 1024, "decoder_rnn_dim": 1024,
+                             "prenet_dim": 256, "postnet_embedding_dim": 512,
+                             "p_attention_dropout": 0.1, "p_decoder_dropout": 0.1,
+                             "text_len": 164, "mel_frames": 860}),
+        # Mask R-CNN R-50-FPN as NVIDIA DeepLearningExamples PyTorch/Segmentation/MaskRCNN
+        # trains it (profiler/zoo_maskrcnn.py): image_size is the short side; the card pads a
+        # batch to 800x1216.
+        ZooEntry("mask_rcnn", "mask_rcnn", "image", "coco-2017", COCO_TRAIN_ANNOTATED, 12, 800,
+                 None, 4, "NVIDIA DeepLearningExamples PyTorch/Segmentation/MaskRCNN recipe "
+                 "(configs/e2e_mask_rcnn_R_50_FPN_1x.yaml@b1ae8dd4, README.md@d29920a8): 45,000 "
+                 "iterations x 32 images (4 a GPU on 8, scripts/train.sh) = 12.3 epochs of "
+                 "coco_2014_train + valminusminival (COCO 2017 train); short side 800, long side "
+                 "at most 1333, padded to 32", {"num_labels": 81}),
         # GNMT v2 as DeepLearningExamples PyTorch/Translation/GNMT (19.05) trains it: seq_len is
         # the tokens a sentence pair adds to its tok/s as it averages them (source + target - 1,
         # about 51, averaged per iteration: 49), a rate; the pairs are traced padded to 32 + 32.
@@ -262,6 +285,16 @@ ZOO: dict[str, ZooEntry] = {
         _image("efficientnet_b4", "efficientnet", 350, 64, "EfficientNet (Tan & Le 2019): "
                "350 epochs, batch 4096; B4 scaling (width 1.4, depth 1.8, 380 px) as in "
                "google/efficientnet-b4's config", EFFICIENTNET_B4, image_size=380),
+        # WaveGlow as DLE's PyTorch/SpeechSynthesis/Tacotron2 trains it (profiler/zoo_waveglow.py):
+        # a sample is one 8,000-sample audio segment; DLE's samples/s count audio samples.
+        ZooEntry("waveglow", "waveglow", "text", "ljspeech", 12_500, 1001, None, 8000, 10,
+                 "NVIDIA DeepLearningExamples PyTorch/SpeechSynthesis/Tacotron2 WaveGlow recipe "
+                 "(README.md@696cedf9, platform/DGX*_waveglow_AMP_*NGPU_train.sh): 1,001 epochs "
+                 "of one 8,000-sample segment of each of LJSpeech's 12,500 training clips, batch "
+                 "10 a GPU in mixed precision (4 in FP32/TF32), Adam 1e-4",
+                 {"n_mel_channels": 80, "n_flows": 12, "n_group": 8, "n_early_every": 4,
+                  "n_early_size": 2, "wn_layers": 8, "wn_channels": 512, "wn_kernel_size": 3,
+                  "segment_length": 8000, "hop_length": 256, "sigma": 1.0}),
         _densenet("densenet121", [6, 12, 24, 16], 32, 64, 64),
         _densenet("densenet161", [6, 12, 36, 24], 48, 96, 64),
         _densenet("densenet169", [6, 12, 32, 32], 32, 64, 64),
@@ -303,7 +336,10 @@ TORCH_BUILT = {"resnext": ("profiler.zoo_convnets", "ResNeXt"),
                # sentence-pair batches and label-smoothed loss
                "transformer": ("profiler.zoo_transformer", "TransformerBig"),
                "ncf": ("profiler.zoo_recommendation", "NCF"),
-               "transformer_xl": ("profiler.zoo_transformer_xl", "TransformerXL")}
+               "transformer_xl": ("profiler.zoo_transformer_xl", "TransformerXL"),
+               "waveglow": ("profiler.zoo_waveglow", "WaveGlow"),
+               "mask_rcnn": ("profiler.zoo_maskrcnn", "MaskRCNN"),
+               "tacotron2": ("profiler.zoo_tacotron2", "Tacotron2")}
 
 
 def _torch_built_class(entry: ZooEntry):
