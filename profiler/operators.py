@@ -178,11 +178,11 @@ def trace(model, step, batch: int):
     """The counter (`operator_counter`) of one training step (forward and backward, fp32) of
     `model` at `batch` samples, on the meta device: its `totals` (class -> [FLOPs, bytes]) and
     `operators`. `step(batch)` returns the loss of that step's forward pass."""
-    from profiler.cards import _gpu_attention
+    from profiler.cards import _gpu_kernels
 
     model.zero_grad(set_to_none=True)  # a step writes its gradients, it does not add to them
     counter = operator_counter()
-    with _gpu_attention(), counter:
+    with _gpu_kernels(), counter:
         step(batch).backward()
     return counter
 

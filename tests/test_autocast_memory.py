@@ -72,7 +72,7 @@ def test_pricing_every_tensor_at_its_own_dtype_gives_the_cards_fp32_count(name, 
     """The graph walk finds exactly the storages the card's pack hook counts."""
     import profiler.autocast_memory as autocast_memory
     from profiler import zoo
-    from profiler.cards import _gpu_attention
+    from profiler.cards import _gpu_kernels
 
     monkeypatch.setattr(autocast_memory, "LOWER_PRECISION_NODES", set())
     monkeypatch.setattr(autocast_memory, "FP32_NODES", set())
@@ -85,6 +85,6 @@ def test_pricing_every_tensor_at_its_own_dtype_gives_the_cards_fp32_count(name, 
         model = zoo.build_model(name)
     batch = zoo.synthetic_batch(name, 1, "meta")
     saved = {}
-    with _gpu_attention(), saved_tensor_bytes(model, saved):
+    with _gpu_kernels(), saved_tensor_bytes(model, saved):
         loss = zoo.loss(name, model, batch)
         assert autocast_saved_bytes(loss, OwnDtype(), model.parameters()) == live_bytes(saved)

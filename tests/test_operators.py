@@ -69,14 +69,14 @@ def test_fast_algorithms_count_only_3x3_and_5x5_stride_1_dense_convolutions():
 
 @pytest.mark.parametrize("seq_len", [128, 256, 1000])
 def test_a_causal_attention_kernel_executes_the_tiles_on_and_below_the_diagonal(seq_len):
-    from profiler.cards import _gpu_attention
+    from profiler.cards import _gpu_kernels
     from profiler.operators import ATTENTION_TILE, operator_counter
 
     def attention_flops(causal: bool) -> float:
         with torch.device("meta"):
             q, k, v = (torch.empty(2, 4, seq_len, 64, requires_grad=True) for _ in range(3))
         counter = operator_counter()
-        with _gpu_attention(), counter:  # the kernels the card's trace runs (forward, backward)
+        with _gpu_kernels(), counter:  # the kernels the card's trace runs (forward, backward)
             torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal) \
                 .sum().backward()
         return counter.totals["attention"][0]
@@ -113,3 +113,19 @@ def test_intensity_profile_puts_each_matrix_product_at_its_own_intensity():
         assert columns[f"matmul_under{edge}_flops_per_sample"] == expected, edge
     assert columns["matmul_under512_bytes_per_sample"] == columns["matmul_bytes_per_sample"]
     assert columns["conv_under512_flops_per_sample"] == 0
+
+
+def test_the_card_traces_dropout_as_cuda_fuses_it():
+    """CUDA's dropout is one kernel that saves a 1-byte mask; the meta device's path
+    multiplies by a 4-byte float mask. The card counts what a GPU keeps: a Linear(64, 256)
+    saves its 64-wide input, and the dropout after it 256 bytes of mask a sample."""
+    from profiler.cards import measure_module
+
+    with torch.device("meta"):
+        model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.Dropout(0.1))
+        x = torch.empty(1, 64)
+    figures = measure_module(model, lambda: model(x).sum())
+    assert figures["activation_bytes_per_sample"] == 64 * 4 + 256 * 1
+    with torch.device("meta"):
+        plain = torch.nn.functional.dropout(torch.empty(8, requires_grad=True), 0.1)
+    assert plain.grad_fn.name() == "MulBackward0"  # outside the card: the float mask
