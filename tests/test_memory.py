@@ -141,7 +141,7 @@ def test_every_shipped_measurement_ran_at_a_batch_the_estimate_fits(row):
 
 
 # Cards whose estimate exceeds a 16 GB V100 at the batch DeepLearningExamples ran on one under
-# AMP, by this factor at most (16,988 and 18,548 of 16,160 MiB): WaveGlow at 10 segments and
+# AMP, by this factor at most (16,988 and 17,637 of 16,160 MiB): WaveGlow at 10 segments and
 # Tacotron 2 at 104 utterances. Both ran; their cards' saved activations are what the meta
 # trace saves in eager PyTorch (WaveGlow's weight-normalised weights recomputed each step,
 # Tacotron 2's 860 decoder steps of attention energies), which the reference code's apex O1
