@@ -58,7 +58,12 @@ from __future__ import annotations
 import numpy as np
 
 from advisor.sharding import communication_scale, compute_scale, optimizer_scale
-from gpuadvisor.cards import INTENSITY_EDGES, OPERATOR_CLASSES, PROFILED_CLASSES
+from gpuadvisor.cards import (
+    INTENSITY_EDGES,
+    OPERATOR_CLASSES,
+    PROFILED_CLASSES,
+    profile_column,
+)
 from gpuadvisor.vocab import HALF_PRECISIONS
 
 # Order of the design-matrix columns; the artifact stores coefficients in this order.
@@ -397,7 +402,7 @@ def memory_bound_shares(features: dict, kind: str, balance: np.ndarray,
     shares = []
     for what in ("flops", "bytes"):
         under = np.column_stack([np.zeros(n)] + [
-            _optional(features, f"{kind}_under{edge}_{what}_per_sample", n)
+            _optional(features, profile_column(kind, edge, what), n)
             for edge in INTENSITY_EDGES])
         total = np.nan_to_num(_optional(features, f"{kind}_{what}_per_sample", n))
         profiled = np.isfinite(under).all(axis=1) & (total > 0)

@@ -46,7 +46,14 @@ OPERATOR_CLASSES = ("matmul", "conv", "grouped_conv", "attention", "norm", "othe
 # cores (~12) to an L40S's 16-bit tensor cores (~210, its 16-bit bytes counted as fp32 halves).
 PROFILED_CLASSES = ("matmul", "conv", "grouped_conv", "attention")
 INTENSITY_EDGES = (8, 16, 32, 64, 128, 256, 512)
-PROFILE_COLUMNS = [f"{kind}_under{edge}_{what}_per_sample" for kind in PROFILED_CLASSES
+
+
+def profile_column(kind: str, edge: int, what: str) -> str:
+    """The card column of class `kind`'s `what` ('flops' or 'bytes') below intensity `edge`."""
+    return f"{kind}_under{edge}_{what}_per_sample"
+
+
+PROFILE_COLUMNS = [profile_column(kind, edge, what) for kind in PROFILED_CLASSES
                    for edge in INTENSITY_EDGES for what in ("flops", "bytes")]
 OPERATOR_COLUMNS = [f"{kind}_{what}_per_sample" for kind in OPERATOR_CLASSES
                     for what in ("flops", "bytes")] + ["step_bytes", "winograd_flops_per_sample",

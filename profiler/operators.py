@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import difflib
 
-from gpuadvisor.cards import INTENSITY_EDGES, PROFILED_CLASSES
+from gpuadvisor.cards import INTENSITY_EDGES, PROFILE_COLUMNS, PROFILED_CLASSES, profile_column
 from gpuadvisor.cards import OPERATOR_CLASSES as CLASSES
 from profiler import zoo
 
@@ -193,8 +193,7 @@ def intensity_profile(one: list[tuple], two: list[tuple]) -> dict[str, int]:
     traffic, the same at any batch, drops out), and its intensity their ratio. The traces are
     aligned by operator name, since a batch of one can dispatch a few operators more or fewer
     (a copy of a broadcast view); an operator without a partner is left out."""
-    out = {f"{kind}_under{edge}_{what}_per_sample": 0.0 for kind in PROFILED_CLASSES
-           for edge in INTENSITY_EDGES for what in ("flops", "bytes")}
+    out = dict.fromkeys(PROFILE_COLUMNS, 0.0)
     names_one, names_two = [op[:2] for op in one], [op[:2] for op in two]
     if names_one == names_two:  # the usual case; aligning thousands of operators is slow
         pairs = zip(one, two)
@@ -207,8 +206,8 @@ def intensity_profile(one: list[tuple], two: list[tuple]) -> dict[str, int]:
         nbytes = max(bytes_two - bytes_one, 0.0)
         for edge in INTENSITY_EDGES:
             if flops < edge * nbytes:
-                out[f"{kind}_under{edge}_flops_per_sample"] += flops
-                out[f"{kind}_under{edge}_bytes_per_sample"] += nbytes
+                out[profile_column(kind, edge, "flops")] += flops
+                out[profile_column(kind, edge, "bytes")] += nbytes
     return {key: round(value) for key, value in out.items()}
 
 

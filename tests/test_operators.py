@@ -93,7 +93,7 @@ def test_intensity_profile_puts_each_matrix_product_at_its_own_intensity():
     d/4 FLOPs a byte, the weight's traffic being the same at any batch. The 512x512 layer
     (128) sits below the 256 and 512 edges only; the 16x512 ones (2 * 16 * 512 FLOPs over
     4 * (16 + 512) bytes: 7.76) below every edge."""
-    from gpuadvisor.cards import INTENSITY_EDGES
+    from gpuadvisor.cards import INTENSITY_EDGES, profile_column
     from profiler.operators import split_of
 
     with torch.device("meta"):
@@ -110,7 +110,7 @@ def test_intensity_profile_puts_each_matrix_product_at_its_own_intensity():
     assert columns["matmul_flops_per_sample"] == wide + narrow
     for edge in INTENSITY_EDGES:
         expected = (wide if edge > 128 else 0) + narrow
-        assert columns[f"matmul_under{edge}_flops_per_sample"] == expected, edge
+        assert columns[profile_column("matmul", edge, "flops")] == expected, edge
     assert columns["matmul_under512_bytes_per_sample"] == columns["matmul_bytes_per_sample"]
     assert columns["conv_under512_flops_per_sample"] == 0
 

@@ -96,11 +96,11 @@ def test_a_profiled_class_is_priced_one_operator_at_a_time():
     1,000: on a V100's FP32 cores (balance ~12) all of them are compute-bound; under amp
     (balance ~49 in fp32 bytes) the low-intensity half is memory-bound, while the class's
     mean intensity (39) would put all of it there."""
-    from gpuadvisor.cards import INTENSITY_EDGES
+    from gpuadvisor.cards import INTENSITY_EDGES, profile_column
 
     low, high = (5e8, 2.5e7), (5e8, 5e5)
     card = split_card(conv=(low[0] + high[0], low[1] + high[1]))
-    profile = {f"conv_under{edge}_{what}_per_sample": value if edge > 20 else 0.0
+    profile = {profile_column("conv", edge, what): value if edge > 20 else 0.0
                for edge in INTENSITY_EDGES for what, value in zip(("flops", "bytes"), low)}
     fp32 = terms(params=0.0, **card, **profile)
     assert fp32["conv_fp32"] == pytest.approx(1e9 * 100 / (15.7e12 * 0.7))
@@ -114,14 +114,14 @@ def test_a_profiled_class_is_priced_one_operator_at_a_time():
 
 
 def test_memory_bound_shares_interpolate_in_log_intensity_between_edges():
-    from gpuadvisor.cards import INTENSITY_EDGES
+    from gpuadvisor.cards import INTENSITY_EDGES, profile_column
 
     features = {"matmul_flops_per_sample": np.array([8.0]),
                 "matmul_bytes_per_sample": np.array([8.0])}
     for edge in INTENSITY_EDGES:  # the share below each edge: 1/8 at 8, 2/8 at 16, ...
         share = min(np.log2(edge) - 2, 8.0)
-        features |= {f"matmul_under{edge}_flops_per_sample": np.array([share]),
-                     f"matmul_under{edge}_bytes_per_sample": np.array([share])}
+        features |= {profile_column("matmul", edge, what): np.array([share])
+                     for what in ("flops", "bytes")}
     whole = np.array([True])
     for balance, expected in ((2.0, 0.0), (4.0, 0.0), (8.0, 1 / 8), (np.sqrt(8 * 16), 1.5 / 8),
                               (100.0, (np.log2(100) - 2) / 8), (512.0, 7 / 8), (4096.0, 7 / 8)):

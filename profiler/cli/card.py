@@ -214,6 +214,7 @@ def _table_rows(computed: dict) -> list[dict]:
         PROFILE_COLUMNS,
         PROFILED_CLASSES,
         VERSION_COLUMNS,
+        profile_column,
     )
 
     rows = [{"field": k, "value": _readable(k, v)} for k, v in computed.items()
@@ -223,10 +224,9 @@ def _table_rows(computed: dict) -> list[dict]:
     for kind in PROFILED_CLASSES:
         for what in ("flops", "bytes"):
             total = computed.get(f"{kind}_{what}_per_sample") or 0
-            if not total or computed.get(f"{kind}_under{INTENSITY_EDGES[0]}_{what}_per_sample") \
-                    is None:
+            if not total or computed.get(profile_column(kind, INTENSITY_EDGES[0], what)) is None:
                 continue
-            shares = [computed[f"{kind}_under{edge}_{what}_per_sample"] / total
+            shares = [computed[profile_column(kind, edge, what)] / total
                       for edge in INTENSITY_EDGES]
             rows.append({"field": f"{kind} {what} under each edge",
                          "value": " ".join(f"{share:.0%}" for share in shares)})
