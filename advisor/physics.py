@@ -24,7 +24,9 @@ maximum of the class's sums. A training step of one worker then costs
         card without the operator split, at the datasheet peak (the whole model's efficiency)
       + a_grouped * sum t_c over depthwise convolutions, whichever side binds
       + a_mem * (sum B_c*b + step bytes + optimizer bytes) / BW_mem   (memory-bound classes;
-                      the optimizer's once per optimizer step, on its shard under FSDP)
+                      the optimizer's once per optimizer step, on its shard under FSDP;
+                      under autocast B_c at the widths autocast gives each tensor: a
+                      transformer's residual stream stays fp32, only its GEMMs halve)
       + a_fixed                                                  (framework, input)
       + a_launch * T + a_layer * T*b / BW_mem    (per-layer launches; traffic, unsplit cards)
       + a_inter * 2(N-1)/N * G / BW_net                          (ring all-reduce between nodes)
@@ -59,6 +61,7 @@ import numpy as np
 
 from advisor.sharding import communication_scale, compute_scale, optimizer_scale
 from gpuadvisor.cards import (
+    AUTOCAST_BYTES_COLUMNS,
     INTENSITY_EDGES,
     OPERATOR_CLASSES,
     PROFILED_CLASSES,
@@ -135,7 +138,9 @@ FAST_CONV_REDUCTION = {"winograd_flops_per_sample": 36 / 16, "conv5x5_flops_per_
 # PyTorch's defaults (since 1.12): torch.backends.cudnn.allow_tf32 = True, matmul TF32 off, so
 # `fp32` runs convolutions in TF32 on GPUs that have it and matrix products in FP32.
 FP32_DEFAULT_TF32_CLASSES = ("conv",)
-HALF_BYTES = 0.5  # 16-bit activations move half the bytes
+# What a class moves under autocast per byte it moves in fp32, for a card without its
+# autocast traffic (`<class>_autocast_bytes_per_sample`): as if every tensor were 16-bit.
+HALF_BYTES = 0.5
 # A card without the operator split: its saved activations are written in the forward pass
 # and read in the backward pass (its FLOPs are the `unsplit_*` terms' work).
 ACTIVATION_PASSES = 2.0
@@ -344,7 +349,6 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
     fp32_peak, tensor_peak = sustained_peaks(features)
     tensor = on_tensor_cores(features)
     half = is_in(features, "precision", HALF_PRECISIONS)
-    act_scale = np.where(half, HALF_BYTES, 1.0)
     flops, nbytes, split = operator_work(features)
     efficiency = {kind: np.where(split, RELATIVE_EFFICIENCY[kind], 1.0)
                   for kind in OPERATOR_CLASSES}
@@ -356,6 +360,7 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
             work = flops[kind] - np.where(tensor[kind], 0.0, spared) if kind == "conv" \
                 else flops[kind]
             compute = work * batch / (peak * efficiency[kind])
+            act_scale = traffic_scale(features, kind, half)
             traffic = nbytes[kind] * act_scale * batch / bandwidth
             prior = np.where(tensor[kind], PRIOR["compute_tensor"], PRIOR["compute_fp32"])
             prior = np.where(split, prior, PRIOR["unsplit_fp32"])
@@ -382,6 +387,19 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
     out["memory"] = out["memory"] + np.nan_to_num(_optional(features, "step_bytes",
                                                             len(batch))) / bandwidth
     return out
+
+
+def traffic_scale(features: dict, kind: str, half: np.ndarray) -> np.ndarray:
+    """Bytes class `kind` moves at each row's precision per byte it moves in fp32: 1 in FP32
+    and TF32; under autocast (16-bit rows) the card's autocast traffic over its fp32 traffic
+    (a 16-bit GEMM's 0.5; a transformer's element-wise work near 1, its residual stream being
+    fp32), else HALF_BYTES."""
+    n = len(half)
+    fp32 = np.nan_to_num(_optional(features, f"{kind}_bytes_per_sample", n))
+    autocast = _optional(features, AUTOCAST_BYTES_COLUMNS[kind], n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(np.isfinite(autocast) & (fp32 > 0), autocast / fp32, HALF_BYTES)
+    return np.where(half, ratio, 1.0)
 
 
 def memory_bound_shares(features: dict, kind: str, balance: np.ndarray,

@@ -32,9 +32,12 @@ MEASURED_COLUMNS = ["params", "tensors", "gradient_bytes", "forward_flops_per_sa
 # convolutions' FLOPs in 3x3 and in 5x5 stride-1 kernels (fast algorithms'), and the fp32 bytes
 # of the scores a loss's log-softmax reads (a language model's logits: the memory model's loss
 # peak), and the saved activations' bytes as CUDA autocast keeps them (16-bit where it runs an
-# operator in 16 bits, fp32 where in fp32: profiler/autocast_memory.py). Optional: a card
-# without them (a user's own, an older file) is priced from its totals, and its memory under
-# autocast from half its fp32 activations.
+# operator in 16 bits, fp32 where in fp32: profiler/autocast_memory.py), and each class's
+# traffic under autocast (`<class>_autocast_bytes_per_sample`: 16-bit kernels read and write
+# 16 bits, normalisation and softmax fp32, element-wise work its inputs' widest type, so a
+# transformer's residual stream stays fp32; autocast's casts count as element-wise work).
+# Optional: a card without them (a user's own, an older file) is priced from its totals, its
+# memory and traffic under autocast from half its fp32 figures.
 OPERATOR_CLASSES = ("matmul", "conv", "grouped_conv", "attention", "norm", "other")
 # How a class's work spreads over arithmetic intensity (FLOPs per fp32 byte of each operator):
 # `<class>_under<I>_{flops,bytes}_per_sample` sum the FLOPs and bytes of the class's operators
@@ -53,6 +56,7 @@ def profile_column(kind: str, edge: int, what: str) -> str:
     return f"{kind}_under{edge}_{what}_per_sample"
 
 
+AUTOCAST_BYTES_COLUMNS = {kind: f"{kind}_autocast_bytes_per_sample" for kind in OPERATOR_CLASSES}
 PROFILE_COLUMNS = [profile_column(kind, edge, what) for kind in PROFILED_CLASSES
                    for edge in INTENSITY_EDGES for what in ("flops", "bytes")]
 OPERATOR_COLUMNS = [f"{kind}_{what}_per_sample" for kind in OPERATOR_CLASSES
@@ -60,6 +64,7 @@ OPERATOR_COLUMNS = [f"{kind}_{what}_per_sample" for kind in OPERATOR_CLASSES
                                                        "conv5x5_flops_per_sample",
                                                        "logits_bytes_per_sample",
                                                        "autocast_activation_bytes_per_sample",
+                                                       *AUTOCAST_BYTES_COLUMNS.values(),
                                                        *PROFILE_COLUMNS]
 VERSION_COLUMNS = ["torch_version", "as_of", "source"]  # how a card was made, not what it says
 COLUMNS = WORKLOAD_COLUMNS + MEASURED_COLUMNS + OPERATOR_COLUMNS + VERSION_COLUMNS

@@ -23,7 +23,13 @@ LOWER_PRECISION_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv",
                        "_scaled_dot_product_efficient_attention",
                        "_scaled_dot_product_flash_attention",
                        "_scaled_dot_product_cudnn_attention", "_efficient_attention_forward",
-                       "_flash_attention_forward"}
+                       "_flash_attention_forward",
+                       # their backward kernels, which run in their forward's precision
+                       "convolution_backward",
+                       "_scaled_dot_product_efficient_attention_backward",
+                       "_scaled_dot_product_flash_attention_backward",
+                       "_scaled_dot_product_cudnn_attention_backward",
+                       "_efficient_attention_backward", "_flash_attention_backward"}
 LOWER_PRECISION_NODES = {"AddmmBackward0", "MmBackward0", "BmmBackward0", "BaddbmmBackward0",
                          "AddbmmBackward0", "AddmvBackward0", "MvBackward0", "AddrBackward0",
                          "ConvolutionBackward0", "PreluKernelBackward0",
@@ -53,7 +59,9 @@ FP32_NODES = {"NativeLayerNormBackward0", "NativeGroupNormBackward0", "SoftmaxBa
 # input's type (cuDNN's mixed-precision kernel), where type promotion would say fp32.
 INPUT_TYPED_OPS = {"native_batch_norm", "_native_batch_norm_legit",
                    "_native_batch_norm_legit_no_training", "_native_batch_norm_legit_functional",
-                   "cudnn_batch_norm", "_batch_norm_with_update", "_batch_norm_no_update"}
+                   "cudnn_batch_norm", "_batch_norm_with_update", "_batch_norm_no_update",
+                   "native_batch_norm_backward", "cudnn_batch_norm_backward",
+                   "batch_norm_backward"}
 HALF_BYTES, FP32_BYTES = 2, 4
 
 
@@ -63,44 +71,66 @@ def storage_key(tensor) -> int:
     return tensor.untyped_storage()._cdata
 
 
+class AutocastWidths:
+    """The bytes per element each storage an operator writes would have under autocast, as
+    operators run (forward or backward): `record` after each, `bytes_of` any tensor."""
+
+    def __init__(self):
+        self.width: dict[int, int] = {}
+        # Each recorded storage, held so that no later storage takes its address (a key); a
+        # storage does not keep its tensors alive, so liveness counts are unchanged.
+        self.storages: list = []
+
+    def bytes_of(self, tensor) -> int:
+        """Bytes an element of `tensor` would take under autocast: what its producing operator
+        gave it, else (a parameter, an input) its own dtype's."""
+        return self.width.get(storage_key(tensor), tensor.element_size())
+
+    def output_width(self, name: str, args, kwargs) -> int | None:
+        """Bytes per element of what aten operator `name` writes under autocast (None: no
+        floating input to go by)."""
+        import torch
+        from torch.utils._pytree import tree_leaves
+
+        if name in LOWER_PRECISION_OPS:
+            return HALF_BYTES
+        if name in FP32_OPS:
+            return FP32_BYTES
+        if name in INPUT_TYPED_OPS:
+            return self.bytes_of(args[0])
+        # the widest floating input, as type promotion gives it
+        return max((self.bytes_of(t) for t in tree_leaves((args, kwargs))
+                    if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dim() > 0),
+                   default=None)
+
+    def record(self, func, args, kwargs, out) -> int | None:
+        """Note the width of each floating tensor `func` wrote (a view writes nothing: its
+        base's width holds); returns that width."""
+        import torch
+        from torch.utils._pytree import tree_leaves
+
+        width = self.output_width(func._overloadpacket.__name__, args, kwargs)
+        for result in tree_leaves(out):
+            if isinstance(result, torch.Tensor) and result.is_floating_point() and width \
+                    and not func.is_view:
+                self.width[storage_key(result)] = width
+                self.storages.append(result.untyped_storage())
+        return width
+
+
 def dtype_tracker():
     """A dispatch mode that records, per storage an operator writes, the bytes per element it
     would have under autocast: `bytes_of(tensor)`."""
-    import torch
     from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_leaves
 
-    class Tracker(TorchDispatchMode):
+    class Tracker(TorchDispatchMode, AutocastWidths):
         def __init__(self):
-            super().__init__()
-            self.width: dict[int, int] = {}
-            # Each recorded storage, held so that no later storage takes its address (a key);
-            # a storage does not keep its tensors alive, so liveness counts are unchanged.
-            self.storages: list = []
-
-        def bytes_of(self, tensor) -> int:
-            """Bytes an element of `tensor` would take under autocast: what its producing
-            operator gave it, else (a parameter, an input) its own dtype's."""
-            return self.width.get(storage_key(tensor), tensor.element_size())
+            TorchDispatchMode.__init__(self)
+            AutocastWidths.__init__(self)
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
-            name = func._overloadpacket.__name__
-            if name in LOWER_PRECISION_OPS:
-                width = HALF_BYTES
-            elif name in FP32_OPS:
-                width = FP32_BYTES
-            elif name in INPUT_TYPED_OPS:
-                width = self.bytes_of(args[0])
-            else:  # the widest floating input, as type promotion gives it
-                width = max((self.bytes_of(t) for t in tree_leaves((args, kwargs))
-                             if isinstance(t, torch.Tensor) and t.is_floating_point()
-                             and t.dim() > 0), default=None)
-            for result in tree_leaves(out):
-                if isinstance(result, torch.Tensor) and result.is_floating_point() and width \
-                        and not func.is_view:  # a view writes nothing: its base's width holds
-                    self.width[storage_key(result)] = width
-                    self.storages.append(result.untyped_storage())
+            self.record(func, args, kwargs or {}, out)
             return out
 
     return Tracker()

@@ -41,9 +41,16 @@ from __future__ import annotations
 
 import difflib
 
-from gpuadvisor.cards import INTENSITY_EDGES, PROFILE_COLUMNS, PROFILED_CLASSES, profile_column
+from gpuadvisor.cards import (
+    AUTOCAST_BYTES_COLUMNS,
+    INTENSITY_EDGES,
+    PROFILE_COLUMNS,
+    PROFILED_CLASSES,
+    profile_column,
+)
 from gpuadvisor.cards import OPERATOR_CLASSES as CLASSES
 from profiler import zoo
+from profiler.autocast_memory import HALF_BYTES, LOWER_PRECISION_OPS, AutocastWidths
 
 # The tallies of the convolutions fast algorithms take, by kernel size, inside `conv`.
 FAST_TALLIES = {3: "winograd", 5: "conv5x5"}
@@ -130,6 +137,7 @@ def operator_counter():
     """A dispatch mode that adds each operator's FLOPs and bytes to `totals` by class."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
     from torch.utils.flop_counter import flop_registry, shape_wrapper
 
     from profiler.cards import conv_backward_flop
@@ -140,10 +148,14 @@ def operator_counter():
     class OperatorCounter(TorchDispatchMode):
         def __init__(self):
             super().__init__()
-            # class -> [FLOPs, bytes]; a FAST_TALLIES one -> [FLOPs of its convolutions, 0]
-            self.totals = {c: [0.0, 0.0] for c in (*CLASSES, *FAST_TALLIES.values(), LOGITS)}
+            # class -> [FLOPs, bytes, bytes under autocast]; a FAST_TALLIES one -> [FLOPs of
+            # its convolutions, 0, 0]
+            self.totals = {c: [0.0, 0.0, 0.0]
+                           for c in (*CLASSES, *FAST_TALLIES.values(), LOGITS)}
             # (name, class, FLOPs, bytes) of each operator of a PROFILED_CLASSES class, in order
             self.operators: list[tuple[str, str, float, float]] = []
+            self.widths = AutocastWidths()
+            self.backward = False  # set by `trace` between the passes
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -167,9 +179,36 @@ def operator_counter():
                 self.totals[FAST_TALLIES[kernel]][0] += flops
             nbytes = _tensor_bytes(args) + _tensor_bytes(kwargs) + _tensor_bytes(out)
             self.totals[kind][1] += nbytes
+            self.totals[kind][2] += self.autocast_bytes(func, args, kwargs, out)
             if kind in PROFILED_CLASSES:
                 self.operators.append((name, kind, flops, nbytes))
             return out
+
+        def autocast_bytes(self, func, args, kwargs, out) -> float:
+            """What the operator would read and write under CUDA autocast
+            (profiler/autocast_memory.py gives each tensor's width). A 16-bit kernel reads
+            16-bit copies: in the forward pass autocast casts each fp32 input to one (reading
+            4 bytes an element and writing 2), and the backward pass casts its gradient back
+            (2 and 4), both counted as element-wise work where the forward casts it."""
+            sixteen = func._overloadpacket.__name__ in LOWER_PRECISION_OPS
+            read = 0.0
+            for tensor in tree_leaves((args, kwargs)):
+                if not isinstance(tensor, torch.Tensor):
+                    continue
+                if not tensor.is_floating_point():
+                    read += tensor.numel() * tensor.element_size()
+                    continue
+                width = self.widths.bytes_of(tensor)
+                if sixteen and width > HALF_BYTES:
+                    if not self.backward and tensor.dim() > 0:
+                        self.totals["other"][2] += 2 * tensor.numel() * (width + HALF_BYTES)
+                    width = HALF_BYTES
+                read += tensor.numel() * width
+            width = self.widths.record(func, args, kwargs, out)
+            written = sum(t.numel() * (width if t.is_floating_point() and width
+                                       else t.element_size())
+                          for t in tree_leaves(out) if isinstance(t, torch.Tensor))
+            return read + written
 
     return OperatorCounter()
 
@@ -183,7 +222,9 @@ def trace(model, step, batch: int):
     model.zero_grad(set_to_none=True)  # a step writes its gradients, it does not add to them
     counter = operator_counter()
     with _gpu_kernels(), counter:
-        step(batch).backward()
+        loss = step(batch)
+        counter.backward = True
+        loss.backward()
     return counter
 
 
@@ -228,6 +269,7 @@ def split_of(model, step) -> dict[str, int]:
         out[f"{kind}_flops_per_sample"] = round(two[kind][0] - one[kind][0])
         per_sample = max(two[kind][1] - one[kind][1], 0.0)
         out[f"{kind}_bytes_per_sample"] = round(per_sample)
+        out[AUTOCAST_BYTES_COLUMNS[kind]] = round(max(two[kind][2] - one[kind][2], 0.0))
         step_bytes += max(one[kind][1] - per_sample, 0.0)
     out["step_bytes"] = round(step_bytes)
     for tally in FAST_TALLIES.values():

@@ -113,6 +113,24 @@ def test_a_profiled_class_is_priced_one_operator_at_a_time():
     assert whole["memory"] == pytest.approx(0.5 * (low[1] + high[1]) * 100 / 900e9)
 
 
+def test_autocast_traffic_comes_from_the_card_where_it_has_it():
+    """Element-wise work whose tensors autocast keeps in fp32 (a transformer's residual
+    stream) moves what the card's autocast column says under amp; a card without it moves
+    half its fp32 bytes; FP32 and TF32 rows move the fp32 bytes."""
+    from gpuadvisor.cards import AUTOCAST_BYTES_COLUMNS
+
+    card = split_card(matmul=(1e9, 1e6), other=(1e6, 1e7))
+    traced = {AUTOCAST_BYTES_COLUMNS["other"]: 0.9e7, AUTOCAST_BYTES_COLUMNS["matmul"]: 0.5e6}
+    amp = terms(precision="amp", params=0.0, **card, **traced)
+    assert amp["memory"] == pytest.approx(0.9e7 * 100 / 900e9)
+    assert terms(precision="amp", params=0.0, **card)["memory"] == pytest.approx(
+        0.5 * 1e7 * 100 / 900e9)
+    for precision, gpu in (("fp32", "V100"), ("tf32", "A100-80GB")):
+        t = terms(precision=precision, gpu=gpu, params=0.0, **card, **traced)
+        assert t["memory"] == pytest.approx(1e7 * 100 / (gpu_features(gpu)["gpu_mem_bw_gbps"]
+                                                           * 1e9))
+
+
 def test_memory_bound_shares_interpolate_in_log_intensity_between_edges():
     from gpuadvisor.cards import INTENSITY_EDGES, profile_column
 
