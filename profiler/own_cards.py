@@ -26,6 +26,13 @@ AUTO_CLASSES = {"causal": "AutoModelForCausalLM", "masked": "AutoModelForMaskedL
 EAGER_ATTENTION_NOTE = ("eager attention: transformers has no SDPA kernel for {model_type}, so "
                         "the card counts the T x T scores in memory, as FlashAttention "
                         "training does not")
+# MPT's attention adds ALiBi's per-head linear bias to the scores, which transformers
+# computes eagerly; MPT trains with FlashAttention, which computes that bias inside its fused
+# causal kernel (flash-attn's `alibi_slopes`), so an MPT card runs a fused causal kernel
+# instead: the same FLOPs but the bias add, no T x T scores in memory.
+FUSED_ALIBI_NOTE = ("attention as a fused causal kernel with ALiBi's bias computed in it, as "
+                    "FlashAttention trains MPT; transformers' eager path would write the T x T "
+                    "scores")
 # A starting micro-batch when none is given; the advisor picks what fits each GPU.
 DEFAULT_BATCH = {"image": 32, "text": 8}
 
@@ -65,6 +72,7 @@ def config_card(path: Path, name: str | None, work: Workload) -> dict:
                             "sequence holds", "seq_len")
     with torch.device("meta"):
         model = getattr(transformers, AUTO_CLASSES[head]).from_config(config)
+    fused = config.model_type == "mpt" and _fuse_alibi_attention(model)
     if head == "causal":  # a class name such as GPT2LMHeadModel does not tell transformers
         model.loss_type = "ForCausalLM"
     model.train()
@@ -81,9 +89,41 @@ def config_card(path: Path, name: str | None, work: Workload) -> dict:
     measured = _measure(model, step, str(path))
     default = Path(path).parent.name if Path(path).name == "config.json" else Path(path).stem
     source = f"profiler card --config {Path(path).name}"
-    if task == "text" and getattr(model.config, "_attn_implementation", None) == "eager":
+    if fused:
+        source += f" ({FUSED_ALIBI_NOTE})"
+    elif task == "text" and getattr(model.config, "_attn_implementation", None) == "eager":
         source += f" ({EAGER_ATTENTION_NOTE.format(model_type=config.model_type)})"
     return _card(name or default, config.model_type, task, size, work, measured, source)
+
+
+def _fuse_alibi_attention(model) -> bool:
+    """Run each of an MPT model's attention modules as one fused causal kernel (ALiBi's bias
+    left to the kernel, as FlashAttention's `alibi_slopes` computes it): returns whether any
+    module was found."""
+    import types
+
+    modules = [m for m in model.modules() if type(m).__name__ == "MptAttention"]
+    for module in modules:
+        module.forward = types.MethodType(_fused_causal_attention, module)
+    return bool(modules)
+
+
+def _fused_causal_attention(self, hidden_states, position_bias=None, cache=None,
+                            attention_mask=None, **kwargs):
+    """MptAttention's forward with the scores, bias, mask and softmax in one causal SDPA
+    call (profiler.cards runs it as the GPU's fused kernel)."""
+    import torch.nn.functional as F
+
+    batch, length = hidden_states.shape[:2]
+    qkv = self.Wqkv(hidden_states)
+    if self.clip_qkv:
+        qkv = qkv.clamp(min=-self.clip_qkv, max=self.clip_qkv)
+    query, key, value = (part.reshape(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
+                         for part in qkv.chunk(3, dim=2))
+    context = F.scaled_dot_product_attention(
+        query, key, value, dropout_p=self.attn_dropout_p if self.training else 0.0,
+        is_causal=True, scale=self.softmax_scale)
+    return self.out_proj(context.transpose(1, 2).reshape(batch, length, -1)), None
 
 
 def callable_card(spec: str, input_spec: str | None, name: str | None, work: Workload) -> dict:

@@ -195,23 +195,46 @@ def test_a_config_card_is_saved_where_recommend_finds_it(tmp_path, tiny_config, 
 
 
 def test_a_config_whose_attention_runs_only_eagerly_says_so(tmp_path, torch):
-    """transformers has no SDPA kernel for MPT: its card counts the T x T scores (written,
+    """transformers has no SDPA kernel for BLOOM: its card counts the T x T scores (written,
     read, kept for backward), and the card and the command say so; a Llama's does not."""
+    bloom = {"model_type": "bloom", "architectures": ["BloomForCausalLM"], "hidden_size": 128,
+             "n_head": 4, "n_layer": 2, "vocab_size": 1000}
+    for name, config in (("tiny-bloom", bloom), ("tiny-llama", TINY_LLAMA)):
+        card, output = _config_card(tmp_path, name, config)
+        eager = name == "tiny-bloom"
+        assert ("warning: tiny-bloom: eager attention" in output) == eager
+        assert ("eager attention: transformers has no SDPA kernel for bloom" in card["source"]) \
+            == eager
+        assert (card["attention_flops_per_sample"] == 0) == eager  # QK^T and PV as matmuls
+
+
+def test_an_mpt_card_runs_its_attention_as_a_fused_causal_kernel(tmp_path, torch, monkeypatch):
+    """MPT trains with FlashAttention, ALiBi's bias computed in the kernel: its card runs one
+    fused causal kernel per layer (transformers' eager path keeps each layer's 4 x 256 x 256
+    fp32 softmax output for backward, 1 MiB a sample), and says so."""
     mpt = {"model_type": "mpt", "architectures": ["MptForCausalLM"], "d_model": 128,
            "n_heads": 4, "n_layers": 2, "expansion_ratio": 4, "max_seq_len": 512,
            "vocab_size": 1000}
-    for name, config in (("tiny-mpt", mpt), ("tiny-llama", TINY_LLAMA)):
-        path = tmp_path / name / "config.json"
-        path.parent.mkdir()
-        path.write_text(json.dumps(config))
-        result = card_cli("--config", path, "--seq-len", 256, "--format", "json")
-        assert result.exit_code == 0, result.output
-        eager = name == "tiny-mpt"
-        assert ("warning: tiny-mpt: eager attention" in result.output) == eager
-        card = json.loads(result.stdout[result.stdout.index("{"):])
-        assert ("eager attention: transformers has no SDPA kernel for mpt" in card["source"]) \
-            == eager
-        assert (card["attention_flops_per_sample"] == 0) == eager  # QK^T and PV as matmuls
+    card, output = _config_card(tmp_path, "tiny-mpt", mpt)
+    assert "eager attention" not in output and "fused causal kernel" in card["source"]
+    # causal: the 3 of 4 128-row tiles on or below the diagonal, of QK^T and PV forward (2 x
+    # 2 x 256 x 256 x 128 FLOPs) and 2.5 times that backward (the scores recomputed, four
+    # gradient products), in 2 layers
+    full = 2 * 2 * 256 * 256 * 128
+    assert card["attention_flops_per_sample"] == pytest.approx(2 * 3.5 * full * 3 / 4)
+    monkeypatch.setattr("profiler.own_cards._fuse_alibi_attention", lambda model: False)
+    eager, _ = _config_card(tmp_path, "eager-mpt", mpt)
+    scores = 2 * 4 * 256 * 256 * 4  # each layer's softmax output, fp32, kept for backward
+    assert eager["activation_bytes_per_sample"] - card["activation_bytes_per_sample"] >= scores
+
+
+def _config_card(tmp_path, name: str, config: dict) -> tuple[dict, str]:
+    path = tmp_path / name / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(config))
+    result = card_cli("--config", path, "--seq-len", 256, "--format", "json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout[result.stdout.index("{"):]), result.output
 
 
 @pytest.mark.parametrize("config, args, message", [
