@@ -207,9 +207,11 @@ def _stderr():
 
 
 def _table_rows(computed: dict) -> list[dict]:
-    """The card as field/value rows for people: each class's intensity profile (56 columns
-    in the file) as one row of shares, where the class has work."""
+    """The card as field/value rows for people: the classes' traffic under autocast as one
+    row of ratios to their fp32 traffic, and each class's intensity profile (56 columns in the
+    file) as one row of shares, where the class has work."""
     from gpuadvisor.cards import (
+        AUTOCAST_BYTES_COLUMNS,
         INTENSITY_EDGES,
         PROFILE_COLUMNS,
         PROFILED_CLASSES,
@@ -217,8 +219,14 @@ def _table_rows(computed: dict) -> list[dict]:
         profile_column,
     )
 
+    folded = {*PROFILE_COLUMNS, *AUTOCAST_BYTES_COLUMNS.values(), *VERSION_COLUMNS}
     rows = [{"field": k, "value": _readable(k, v)} for k, v in computed.items()
-            if k not in PROFILE_COLUMNS and k not in VERSION_COLUMNS]
+            if k not in folded]
+    ratios = [f"{kind} {computed[column] / computed[f'{kind}_bytes_per_sample']:.2f}"
+              for kind, column in AUTOCAST_BYTES_COLUMNS.items()
+              if computed.get(column) is not None and computed.get(f"{kind}_bytes_per_sample")]
+    if ratios:
+        rows.append({"field": "autocast traffic / fp32 traffic", "value": " ".join(ratios)})
     rows.append({"field": "intensity edges (FLOPs per fp32 byte)",
                  "value": " ".join(str(edge) for edge in INTENSITY_EDGES)})
     for kind in PROFILED_CLASSES:
