@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,9 +18,12 @@ from profiler import cards
 
 # transformers' heads by the suffix of an `architectures` entry, and the task they train.
 HEADS = {"ForCausalLM": "causal", "LMHeadModel": "causal", "ForMaskedLM": "masked",
-         "ForPreTraining": "masked", "ForImageClassification": "image"}
-AUTO_CLASSES = {"causal": "AutoModelForCausalLM", "masked": "AutoModelForMaskedLM",
-                "image": "AutoModelForImageClassification"}
+         "ForPreTraining": "masked", "ForImageClassification": "image",
+         "ForConditionalGeneration": "seq2seq"}
+# In the order a config that names no architecture is tried: an encoder-decoder first, since
+# BART-like configs also have a decoder-only causal head that is not what they train.
+AUTO_CLASSES = {"seq2seq": "AutoModelForSeq2SeqLM", "causal": "AutoModelForCausalLM",
+                "masked": "AutoModelForMaskedLM", "image": "AutoModelForImageClassification"}
 # transformers runs some architectures' attention only eagerly (MPT, for one): their cards
 # count the T x T scores as written, read and kept for backward, which a fused kernel never
 # does, so such a card overstates the traffic and activation memory of FlashAttention training.
@@ -84,9 +88,12 @@ def config_card(path: Path, name: str | None, work: Workload) -> dict:
         else:  # on the meta device token values do not exist: only the shape matters
             ids = torch.zeros(n, size, dtype=torch.long, device="meta")
             inputs = {"input_ids": ids, "labels": ids}
+            if head == "seq2seq":  # the decoder reads a target as long as the source
+                inputs["decoder_input_ids"] = ids
         return model(**inputs).loss
 
-    measured = _measure(model, step, str(path))
+    with _unpadded_masks():
+        measured = _measure(model, step, str(path))
     default = Path(path).parent.name if Path(path).name == "config.json" else Path(path).stem
     source = f"profiler card --config {Path(path).name}"
     if fused:
@@ -94,6 +101,24 @@ def config_card(path: Path, name: str | None, work: Workload) -> dict:
     elif task == "text" and getattr(model.config, "_attn_implementation", None) == "eager":
         source += f" ({EAGER_ATTENTION_NOTE.format(model_type=config.model_type)})"
     return _card(name or default, config.model_type, task, size, work, measured, source)
+
+
+@contextmanager
+def _unpadded_masks():
+    """transformers asks whether a padding mask is all ones (then the causal kernel needs no
+    mask) by reading its values, which meta tensors do not have; a card's synthetic batch
+    has no padding, so on the meta device the answer is yes."""
+    import transformers.masking_utils as masking
+
+    original = getattr(masking, "fast_all", None)
+    if original is None:  # another transformers: nothing to answer
+        yield
+        return
+    masking.fast_all = lambda tensor: True if tensor.is_meta else original(tensor)
+    try:
+        yield
+    finally:
+        masking.fast_all = original
 
 
 def _fuse_alibi_attention(model) -> bool:
@@ -208,8 +233,9 @@ def _config(path: Path, transformers):
     for head in heads or list(AUTO_CLASSES):
         if type(config) in getattr(transformers, AUTO_CLASSES[head])._model_mapping:
             return config, head
-    raise CardError(f"{path}: {raw['model_type']} has no causal-LM, masked-LM or image-"
-                    "classification head in transformers; use callable_spec", "callable_spec")
+    raise CardError(f"{path}: {raw['model_type']} has no causal-LM, masked-LM, text "
+                    "encoder-decoder or image-classification head in transformers; use "
+                    "callable_spec", "callable_spec")
 
 
 def _load(spec: str, parameter: str):

@@ -228,6 +228,23 @@ def test_an_mpt_card_runs_its_attention_as_a_fused_causal_kernel(tmp_path, torch
     assert eager["activation_bytes_per_sample"] - card["activation_bytes_per_sample"] >= scores
 
 
+def test_an_encoder_decoder_config_gets_a_seq2seq_card(tmp_path, torch):
+    """T5 (its architecture named) and BART (none named: an encoder-decoder comes before
+    BART's decoder-only causal head) train source and target of --seq-len tokens each. Matrix
+    products by hand, per token: 2 encoder layers (Q, K, V, O: 4 x 128^2; FFN 2 x 128 x 512),
+    2 decoder layers (self and cross attention 8 x 128^2; FFN) and the LM head (128 x 1,000)."""
+    t5 = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"], "d_model": 128,
+          "d_ff": 512, "num_layers": 2, "num_heads": 4, "d_kv": 32, "vocab_size": 1000}
+    bart = {"model_type": "bart", "d_model": 128, "encoder_layers": 2, "decoder_layers": 2,
+            "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+            "encoder_ffn_dim": 512, "decoder_ffn_dim": 512, "vocab_size": 1000}
+    macs = 2 * (4 * 128**2 + 2 * 128 * 512) + 2 * (8 * 128**2 + 2 * 128 * 512) + 128 * 1000
+    for name, config in (("tiny-t5", t5), ("tiny-bart", bart)):
+        card, _ = _config_card(tmp_path, name, config)
+        assert card["family"] == config["model_type"] and card["task"] == "text"
+        assert card["matmul_flops_per_sample"] == 3 * 2 * macs * 256, name
+
+
 def _config_card(tmp_path, name: str, config: dict) -> tuple[dict, str]:
     path = tmp_path / name / "config.json"
     path.parent.mkdir()

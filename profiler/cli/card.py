@@ -40,7 +40,9 @@ def card(
                                "model_cards.csv in the user data dir, read before the "
                                "shipped cards"),
     config: Path | None = typer.Option(None, "--config", help="your model: a Hugging Face "
-                                       "config.json (offline; no weights)"),
+                                       "config.json (offline; no weights): a causal or masked "
+                                       "LM, a text encoder-decoder (T5, BART; target as long "
+                                       "as --seq-len) or an image classifier"),
     build: str | None = typer.Option(None, "--callable", help="your model: pkg.module:build, "
                                      "a function returning a torch.nn.Module"),
     example: str | None = typer.Option(None, "--input", help="with --callable: "
