@@ -3,13 +3,14 @@ usable memory in), and the largest micro-batch that fits under each memory remed
 
 Per GPU: fp32 weights (the master copy, also under autocast), gradients, optimizer state,
 autocast's 16-bit weight copies, DDP's gradient buckets (a second copy of the gradients), the
-saved activations of the micro-batch (under autocast at the dtypes it saves them in: the
-card's `autocast_activation_bytes_per_sample`) plus the activation gradients live at the
-backward peak (or, where larger, a language model's fp32 logits and their gradients at its
-loss), the allocator's slack, cuDNN/cuBLAS workspaces and the CUDA context. Sharding (FSDP full
-shard / ZeRO-3) divides weights, gradients and optimizer state by the workers and keeps the
-few layers being gathered; activation checkpointing keeps each block's input and recomputes
-its inside. The constants are held against published batch sizes by
+saved activations of the micro-batch (under autocast at the dtypes it saves them in: the card's
+`autocast_activation_bytes_per_sample`) and those a step saves once whatever its batch (the
+card's `step_activation_bytes`: WaveGlow's weight-normalised weights) plus the activation
+gradients live at the backward peak (or, where larger, a language model's fp32 logits and their
+gradients at its loss), the allocator's slack, cuDNN/cuBLAS workspaces and the CUDA context.
+Sharding (FSDP full shard / ZeRO-3) divides weights, gradients and optimizer state by the
+workers and keeps the few layers being gathered; activation checkpointing keeps each block's
+input and recomputes its inside. The constants are held against published batch sizes by
 tests/test_memory.py (datasets/published_batches.csv). numpy only: on the recommend path.
 """
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuadvisor.cards import STEP_ACTIVATION_COLUMNS
 from gpuadvisor.vocab import HALF_PRECISIONS
 
 MIB = 2.0**20
@@ -87,6 +89,8 @@ class ModelMemory:
     tensors: float | None = None
     logits_bytes: float = 0.0  # per sample, fp32: what a loss's log-softmax reads
     autocast_activation_bytes: float | None = None  # per sample, saved under autocast
+    step_activation_bytes: float = 0.0  # saved once a step whatever the batch, fp32
+    autocast_step_activation_bytes: float | None = None  # the same under autocast
 
     @classmethod
     def from_card(cls, card, precision: str, optimizer: str,
@@ -94,11 +98,13 @@ class ModelMemory:
         """A model card's figures (activations and logits scaled from the card's input size
         to the one trained at)."""
         tensors, autocast = card.get("tensors"), card.get("autocast_activation_bytes_per_sample")
+        step, autocast_step = (card.get(c) for c in STEP_ACTIVATION_COLUMNS.values())
         return cls(float(card["params"]), float(card["gradient_bytes"]),
                    float(card["activation_bytes_per_sample"]) * activation_scale, precision,
                    optimizer, float(tensors) if tensors else None,
                    float(card.get("logits_bytes_per_sample") or 0.0) * activation_scale,
-                   None if autocast in (None, "") else float(autocast) * activation_scale)
+                   None if autocast in (None, "") else float(autocast) * activation_scale,
+                   _bytes(step) or 0.0, _bytes(autocast_step))
 
     @property
     def blocks(self) -> float:
@@ -109,6 +115,10 @@ class ModelMemory:
     @property
     def half(self) -> bool:
         return self.precision in HALF_PRECISIONS
+
+
+def _bytes(value) -> float | None:
+    return None if value in (None, "") or not np.isfinite(float(value)) else float(value)
 
 
 def optimizer_for(task: str, optimizer: str | None = None) -> str:
@@ -136,6 +146,21 @@ def state_mib(model: ModelMemory, remedy: Remedy, workers) -> np.ndarray:
     return total / MIB
 
 
+def step_saved_mib(model: ModelMemory, remedy: Remedy) -> float:
+    """Saved tensors a step keeps once whatever its batch (MiB): under autocast at the widths
+    it saves them in (half the fp32 figure where the card does not say); checkpointing keeps
+    those of the block being recomputed."""
+    if not model.half:
+        saved = model.step_activation_bytes
+    elif model.autocast_step_activation_bytes is not None:
+        saved = model.autocast_step_activation_bytes
+    else:
+        saved = model.step_activation_bytes * HALF_ACTIVATION_FACTOR
+    if remedy.checkpointing:
+        saved *= CHECKPOINT_INPUT_SHARE + 1.0 / model.blocks
+    return saved / MIB
+
+
 def sample_mib(model: ModelMemory, remedy: Remedy) -> float:
     """Activation memory per sample of the micro-batch at the backward peak (MiB)."""
     returned = HALF_ACTIVATION_FACTOR if model.half else 1.0  # the logits the model returns
@@ -156,8 +181,8 @@ def sample_mib(model: ModelMemory, remedy: Remedy) -> float:
 def allocated_mib(model: ModelMemory, remedy: Remedy, micro_batch, workers=1) -> np.ndarray:
     """MiB of tensors at the step's peak, the allocator's margin included: what
     torch.cuda.max_memory_allocated reports (no CUDA context, no cuDNN/cuBLAS workspace)."""
-    tensors = state_mib(model, remedy, workers) + np.asarray(micro_batch) * sample_mib(
-        model, remedy)
+    tensors = state_mib(model, remedy, workers) + step_saved_mib(model, remedy) \
+        + np.asarray(micro_batch) * sample_mib(model, remedy)
     return ALLOCATOR_MARGIN * tensors
 
 
@@ -169,5 +194,5 @@ def need_mib(model: ModelMemory, remedy: Remedy, micro_batch, workers=1) -> np.n
 def largest_micro_batch(model: ModelMemory, remedy: Remedy, usable_mib, workers=1) -> np.ndarray:
     """The largest micro-batch that fits `usable_mib` per GPU (0: not even one sample)."""
     room = (np.asarray(usable_mib, dtype=float) - CUDA_CONTEXT_MIB - WORKSPACE_MIB) / (
-        ALLOCATOR_MARGIN) - state_mib(model, remedy, workers)
+        ALLOCATOR_MARGIN) - state_mib(model, remedy, workers) - step_saved_mib(model, remedy)
     return np.maximum(np.floor(room / sample_mib(model, remedy)), 0).astype(np.int64)

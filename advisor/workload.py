@@ -67,10 +67,10 @@ class Workload:
         return np.full(np.shape(total_gpus), float(amount))
 
     def memory_model(self) -> ModelMemory:
-        return ModelMemory(self.params, self.gradient_bytes, self.activation_bytes_per_sample,
-                           self.precision, self.optimizer, self.tensors,
-                           self.operators.get("logits_bytes_per_sample") or 0.0,
-                           self.operators.get("autocast_activation_bytes_per_sample"))
+        return ModelMemory.from_card(
+            {**self.operators, "params": self.params, "gradient_bytes": self.gradient_bytes,
+             "activation_bytes_per_sample": self.activation_bytes_per_sample,
+             "tensors": self.tensors}, self.precision, self.optimizer)
 
     def per_gpu_share(self, workers: np.ndarray) -> np.ndarray:
         """Samples each GPU contributes to one optimizer step on clusters of `workers`."""

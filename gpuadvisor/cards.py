@@ -56,6 +56,13 @@ def profile_column(kind: str, edge: int, what: str) -> str:
     return f"{kind}_under{edge}_{what}_per_sample"
 
 
+# Saved tensors whose size does not grow with the batch (WaveGlow's weight-normalised weights,
+# computed from their parameters each step; Transformer-XL's relative position embeddings): a
+# step keeps them once, so the per-sample columns leave them out (the difference between a
+# batch of two and a batch of one) and these hold them, fp32 and as autocast saves them.
+STEP_ACTIVATION_COLUMNS = {"activation_bytes_per_sample": "step_activation_bytes",
+                           "autocast_activation_bytes_per_sample":
+                               "autocast_step_activation_bytes"}
 AUTOCAST_BYTES_COLUMNS = {kind: f"{kind}_autocast_bytes_per_sample" for kind in OPERATOR_CLASSES}
 PROFILE_COLUMNS = [profile_column(kind, edge, what) for kind in PROFILED_CLASSES
                    for edge in INTENSITY_EDGES for what in ("flops", "bytes")]
@@ -64,6 +71,7 @@ OPERATOR_COLUMNS = [f"{kind}_{what}_per_sample" for kind in OPERATOR_CLASSES
                                                        "conv5x5_flops_per_sample",
                                                        "logits_bytes_per_sample",
                                                        "autocast_activation_bytes_per_sample",
+                                                       *STEP_ACTIVATION_COLUMNS.values(),
                                                        *AUTOCAST_BYTES_COLUMNS.values(),
                                                        *PROFILE_COLUMNS]
 VERSION_COLUMNS = ["torch_version", "as_of", "source"]  # how a card was made, not what it says

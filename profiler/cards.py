@@ -15,7 +15,7 @@ import weakref
 from contextlib import contextmanager
 from datetime import date
 
-from gpuadvisor.cards import card_name, check_input_size
+from gpuadvisor.cards import STEP_ACTIVATION_COLUMNS, card_name, check_input_size
 from profiler import zoo
 from profiler.autocast_memory import autocast_saved_bytes, dtype_tracker
 from profiler.operators import operator_split
@@ -117,13 +117,30 @@ def live_bytes(saved: dict) -> int:
 
 
 def measure(name: str, image_size: int | None = None, seq_len: int | None = None) -> dict:
-    """The measured figures (see `measure_module`) of one sample of zoo model `name`."""
+    """The measured figures (see `measure_per_sample`) of zoo model `name`."""
     import torch
 
     with torch.device("meta"):
         model = zoo.build_model(name, image_size=image_size, seq_len=seq_len)
-    batch = zoo.synthetic_batch(name, 1, "meta", image_size=image_size, seq_len=seq_len)
-    return measure_module(model, lambda: zoo.loss(name, model, batch))
+
+    def loss_at(batch: int):
+        inputs = zoo.synthetic_batch(name, batch, "meta", image_size=image_size,
+                                     seq_len=seq_len)
+        return zoo.loss(name, model, inputs)
+
+    return measure_per_sample(model, loss_at)
+
+
+def measure_per_sample(model, loss_at) -> dict:
+    """`measure_module`'s figures of one sample (`loss_at(batch)` runs the forward pass of a
+    batch), its saved activations split in two: what each sample adds (a batch of two less a
+    batch of one) and what a step keeps once whatever its batch (STEP_ACTIVATION_COLUMNS)."""
+    one, two = measure_module(model, lambda: loss_at(1)), measure_module(model, lambda: loss_at(2))
+    for per_sample, per_step in STEP_ACTIVATION_COLUMNS.items():
+        sample = max(two[per_sample] - one[per_sample], 0)
+        one[per_step] = max(one[per_sample] - sample, 0)
+        one[per_sample] = sample
+    return one
 
 
 def measure_module(model, loss) -> dict:

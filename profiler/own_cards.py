@@ -1,6 +1,6 @@
 """Cards of models outside the zoo: from a Hugging Face `config.json` (offline, no weights) or
 from a Python callable that returns a `torch.nn.Module`. Both are built on the meta device and
-measured like the zoo's (`profiler.cards.measure_module`). Every failure is a CardError with a
+measured like the zoo's (`profiler.cards.measure_per_sample`). Every failure is a CardError with a
 one-line message naming the fix.
 """
 
@@ -284,7 +284,7 @@ def _measure(model, step, spec: str) -> dict:
     loss of a forward pass at `batch` samples)."""
     from profiler.operators import split_of
 
-    return _call(lambda: {**cards.measure_module(model, lambda: step(1)),
+    return _call(lambda: {**cards.measure_per_sample(model, step),
                           **split_of(model, step)}, spec)
 
 

@@ -150,3 +150,22 @@ def test_the_card_traces_dropout_as_cuda_fuses_it():
     with torch.device("meta"):
         plain = torch.nn.functional.dropout(torch.empty(8, requires_grad=True), 0.1)
     assert plain.grad_fn.name() == "MulBackward0"  # outside the card: the float mask
+
+
+def test_a_card_keeps_what_a_step_saves_once_apart_from_what_each_sample_adds():
+    """A weight-normalised Linear(64, 256) inside a network (its input needs a gradient)
+    computes its weight from its parameters each step and saves it for backward whatever the
+    batch: per sample the card counts the 64-wide input, and the 256 x 64 fp32 weight (at
+    least) goes to the step's share."""
+    from profiler.cards import measure_per_sample
+
+    with torch.device("meta"):
+        model = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(64, 256))
+
+    def loss_at(batch: int):
+        return model(torch.empty(batch, 64, device="meta", requires_grad=True)).sum()
+
+    figures = measure_per_sample(model, loss_at)
+    assert figures["activation_bytes_per_sample"] == 64 * 4
+    assert figures["step_activation_bytes"] >= 256 * 64 * 4
+    assert figures["autocast_step_activation_bytes"] >= 256 * 64 * 2
