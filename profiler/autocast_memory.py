@@ -29,7 +29,10 @@ LOWER_PRECISION_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv",
                        "_scaled_dot_product_efficient_attention_backward",
                        "_scaled_dot_product_flash_attention_backward",
                        "_scaled_dot_product_cudnn_attention_backward",
-                       "_efficient_attention_backward", "_flash_attention_backward"}
+                       "_efficient_attention_backward", "_flash_attention_backward",
+                       # an LSTM cell's fused gate kernel (autocast runs lstm_cell and cuDNN's
+                       # RNNs in 16 bits), forward and backward
+                       "_thnn_fused_lstm_cell", "_thnn_fused_lstm_cell_backward_impl"}
 LOWER_PRECISION_NODES = {"AddmmBackward0", "MmBackward0", "BmmBackward0", "BaddbmmBackward0",
                          "AddbmmBackward0", "AddmvBackward0", "MvBackward0", "AddrBackward0",
                          "ConvolutionBackward0", "PreluKernelBackward0",

@@ -128,16 +128,75 @@ class _Recurrence(torch.autograd.Function):
             if not first:
                 grad_cell = grad_c * forget_gate
                 grad_state = torch.mm(grad, weight_hh)
-        # each step's recurrent product met the state of the step before it (zeros: skipped)
-        later, earlier = (grad_gates[:-1], outputs[1:]) if ctx.reverse else \
-            (grad_gates[1:], outputs[:-1])
-        grad_hh = torch.mm(later.reshape(-1, 4 * h).t(), earlier.reshape(-1, h))
-        flat = grad_gates.view(steps * batch, 4 * h)
-        grad_ih = torch.mm(flat.t(), x.reshape(steps * batch, inputs))
-        grad_bias = flat.sum(0)
-        grad_x = torch.mm(flat, weight_ih).view(steps, batch, inputs) \
-            if ctx.needs_input_grad[0] else None
-        return grad_x, grad_ih, grad_hh, grad_bias, grad_bias.clone(), None
+        return _layer_gradients(ctx, x, weight_ih, grad_gates, outputs)
+
+
+class _FusedRecurrence(torch.autograd.Function):
+    """`_Recurrence` on the meta device, where a card is counted: the same GEMMs, and each
+    step's gates in one fused element-wise kernel forward and one backward
+    (aten::_thnn_fused_lstm_cell and its backward, what nn.LSTMCell runs on CUDA) writing into
+    the layer's buffers, as cuDNN's per-step gate kernel does, where `_Recurrence` runs a
+    dozen element-wise operators a step, each reading and writing its tensors. Gates in
+    PyTorch's order (input, forget, cell, output); CPUs have no such kernel."""
+
+    @staticmethod
+    def forward(ctx, x, weight_ih, weight_hh, bias_ih, bias_hh, reverse):
+        steps, batch, inputs = x.shape
+        h = weight_hh.shape[1]
+        projected = torch.mm(x.reshape(steps * batch, inputs), weight_ih.t()).view(
+            steps, batch, 4 * h)  # the biases join in the gate kernel, as in cuDNN's
+        workspace = x.new_empty(steps, batch, 4 * h)  # cuDNN's reserve space: the gates
+        cells, outputs = x.new_empty(steps, batch, h), x.new_empty(steps, batch, h)
+        state = cell = x.new_zeros(batch, h)
+        for step in _order(steps, reverse):
+            torch.ops.aten._thnn_fused_lstm_cell.out(
+                projected[step], torch.mm(state, weight_hh.t()), cell, bias_ih, bias_hh,
+                out0=outputs[step], out1=cells[step], out2=workspace[step])
+            state, cell = outputs[step], cells[step]
+        ctx.reverse = reverse
+        ctx.save_for_backward(x, weight_ih, weight_hh, workspace, cells, outputs)
+        return outputs
+
+    @staticmethod
+    def backward(ctx, grad_outputs):
+        x, weight_ih, weight_hh, workspace, cells, outputs = ctx.saved_tensors
+        steps, batch, _ = x.shape
+        h = weight_hh.shape[1]
+        grad_gates = x.new_empty(steps, batch, 4 * h)
+        step_bias = x.new_empty(4 * h)  # the kernel's own bias sum, each step: not kept
+        grad_cell, grad_state = x.new_zeros(batch, h), None
+        order = list(_order(steps, ctx.reverse))
+        for index in range(steps - 1, -1, -1):  # back through the steps as they ran
+            step = order[index]
+            grad_h = grad_outputs[step] if grad_state is None else \
+                grad_outputs[step] + grad_state
+            previous = cells[order[index - 1]] if index else x.new_zeros(batch, h)
+            grad_previous = x.new_empty(batch, h)
+            torch.ops.aten._thnn_fused_lstm_cell_backward_impl.out(
+                grad_h, grad_cell, previous, cells[step], workspace[step], True,
+                out0=grad_gates[step], out1=grad_previous, out2=step_bias)
+            grad_cell = grad_previous
+            if index:
+                grad_state = torch.mm(grad_gates[step], weight_hh)
+        return _layer_gradients(ctx, x, weight_ih, grad_gates, outputs)
+
+
+def _layer_gradients(ctx, x, weight_ih, grad_gates, outputs):
+    """The gradients a recurrence returns once its steps' gate gradients are known: one GEMM
+    each for the recurrent and the input weights and the input over all steps, as cuDNN's
+    weight-gradient pass does."""
+    steps, batch, inputs = x.shape
+    h = outputs.shape[-1]
+    # each step's recurrent product met the state of the step before it (zeros: skipped)
+    later, earlier = (grad_gates[:-1], outputs[1:]) if ctx.reverse else \
+        (grad_gates[1:], outputs[:-1])
+    grad_hh = torch.mm(later.reshape(-1, 4 * h).t(), earlier.reshape(-1, h))
+    flat = grad_gates.view(steps * batch, 4 * h)
+    grad_ih = torch.mm(flat.t(), x.reshape(steps * batch, inputs))
+    grad_bias = flat.sum(0)
+    grad_x = torch.mm(flat, weight_ih).view(steps, batch, inputs) \
+        if ctx.needs_input_grad[0] else None
+    return grad_x, grad_ih, grad_hh, grad_bias, grad_bias.clone(), None
 
 
 def _order(steps: int, reverse: bool) -> range:
@@ -148,10 +207,10 @@ class LSTM(nn.LSTM):
     """One LSTM layer (optionally bidirectional) over time-major input (steps, batch, inputs),
     state starting at zeros. On a GPU it is nn.LSTM, cuDNN's fused kernels, as DLE's code runs
     it (written out, a step's GEMM and gates would be a dozen kernel launches, which bound an
-    eager step on a fast GPU); elsewhere (the meta device a card is counted on, the CPU) it
-    runs written out as cuDNN runs it (`_Recurrence`), with the same parameters and the same
-    work, its gates in the order (input, forget, output, cell), which random weights make
-    immaterial."""
+    eager step on a fast GPU); elsewhere it runs written out as cuDNN runs it, with the same
+    parameters and the same work: on the meta device a card is counted on, with the fused
+    gate kernels (`_FusedRecurrence`); on the CPU element-wise (`_Recurrence`), its gates in
+    the order (input, forget, output, cell), which random weights make immaterial."""
 
     def __init__(self, inputs: int, hidden: int, bidirectional: bool = False):
         super().__init__(inputs, hidden, bidirectional=bidirectional)
@@ -162,9 +221,10 @@ class LSTM(nn.LSTM):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if fused(x):
             return super().forward(x)[0]
-        directions = [_Recurrence.apply(x, *(getattr(self, name + suffix) for name in
-                                              ("weight_ih", "weight_hh", "bias_ih", "bias_hh")),
-                                        suffix.endswith("reverse"))
+        recurrence = _FusedRecurrence if x.is_meta else _Recurrence
+        directions = [recurrence.apply(x, *(getattr(self, name + suffix) for name in
+                                             ("weight_ih", "weight_hh", "bias_ih", "bias_hh")),
+                                       suffix.endswith("reverse"))
                       for suffix in self.suffixes]
         return directions[0] if len(directions) == 1 else torch.cat(directions, dim=-1)
 

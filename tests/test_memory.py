@@ -165,17 +165,7 @@ def test_every_shipped_measurement_ran_at_a_batch_the_estimate_fits(row):
     # memory is what they differ in.
     gpu = "V100-32GB" if "32G" in row["gpu_as_published"] else row["gpu"]
     need = float(need_mib(model, NONE, int(row["batch_per_gpu"])))
-    assert need <= OVERESTIMATED.get(row["model"], 1.0) * gpu_spec(gpu).memory_mib
-
-
-# Cards whose estimate exceeds a 16 GB V100 at the batch DeepLearningExamples ran on one under
-# AMP, by this factor at most (17,671 of 16,160 MiB): Tacotron 2 at 104 utterances. It ran; its
-# card's saved activations are what the meta trace saves in eager PyTorch (860 decoder steps of
-# attention energies), which the reference code's apex O1 and fused kernels partly avoid. Not
-# yet resolved; held here so that it cannot grow. (WaveGlow was here at 1.06 until its card
-# stopped counting the weight-normalised weights a step saves once as ten batches' worth:
-# 11,642 MiB at batch 10 now.)
-OVERESTIMATED = {"tacotron2": 1.16}
+    assert need <= gpu_spec(gpu).memory_mib
 
 
 def h200_trials():

@@ -186,3 +186,27 @@ def test_the_zoo_entry_holds_the_figures_this_module_derives():
     assert entry.config["vocab_size"] == WMT16_VOCAB
     assert (entry.config["src_len"], entry.config["tgt_len"]) == (PADDED_SRC_LEN,
                                                                   PADDED_TGT_LEN)
+
+
+def test_on_the_meta_device_each_step_runs_one_fused_gate_kernel_each_way():
+    """A card counts the LSTM as cuDNN runs it: one input GEMM, a recurrent GEMM a step (and a
+    step less backward, then one GEMM each for the weights' and the input's gradients), and
+    each step's gates as one fused kernel forward and one backward, not a dozen operators."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    names = []
+
+    class Names(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            names.append(func._overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    with torch.device("meta"):
+        layer = LSTM(4, 3)
+    x = torch.empty(5, 2, 4, device="meta", requires_grad=True)
+    with Names():
+        layer(x).sum().backward()
+    assert names.count("_thnn_fused_lstm_cell") == 5
+    assert names.count("_thnn_fused_lstm_cell_backward_impl") == 5
+    assert not {"sigmoid", "tanh", "addcmul"} & set(names)
+    assert names.count("mm") == 1 + 5 + 4 + 3
