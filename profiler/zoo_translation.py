@@ -97,16 +97,13 @@ class _Recurrence(torch.autograd.Function):
             cell = torch.addcmul(act[:, h:2 * h] * cell, act[:, :h], act[:, 3 * h:],
                                  out=cells[step])
             state = torch.mul(act[:, 2 * h:3 * h], cell.tanh(), out=outputs[step])
-        ctx.reverse = reverse
-        ctx.save_for_backward(x, weight_ih, weight_hh, activations, cells, outputs)
-        return outputs
+        return _keep(ctx, reverse, x, weight_ih, weight_hh, activations, cells, outputs)
 
     @staticmethod
     def backward(ctx, grad_outputs):
-        x, weight_ih, weight_hh, activations, cells, outputs = ctx.saved_tensors
-        steps, batch, inputs = x.shape
+        x, weight_ih, weight_hh, activations, cells, outputs, grad_gates = _restore(ctx)
+        steps, batch, _ = x.shape
         h = weight_hh.shape[1]
-        grad_gates = x.new_empty(steps, batch, 4 * h)  # of the gates' pre-activations
         grad_state = grad_cell = None
         order = list(_order(steps, ctx.reverse))
         for index in range(steps - 1, -1, -1):  # back through the steps as they ran
@@ -153,16 +150,13 @@ class _FusedRecurrence(torch.autograd.Function):
                 projected[step], torch.mm(state, weight_hh.t()), cell, bias_ih, bias_hh,
                 out0=outputs[step], out1=cells[step], out2=workspace[step])
             state, cell = outputs[step], cells[step]
-        ctx.reverse = reverse
-        ctx.save_for_backward(x, weight_ih, weight_hh, workspace, cells, outputs)
-        return outputs
+        return _keep(ctx, reverse, x, weight_ih, weight_hh, workspace, cells, outputs)
 
     @staticmethod
     def backward(ctx, grad_outputs):
-        x, weight_ih, weight_hh, workspace, cells, outputs = ctx.saved_tensors
+        x, weight_ih, weight_hh, workspace, cells, outputs, grad_gates = _restore(ctx)
         steps, batch, _ = x.shape
         h = weight_hh.shape[1]
-        grad_gates = x.new_empty(steps, batch, 4 * h)
         step_bias = x.new_empty(4 * h)  # the kernel's own bias sum, each step: not kept
         grad_cell, grad_state = x.new_zeros(batch, h), None
         order = list(_order(steps, ctx.reverse))
@@ -179,6 +173,21 @@ class _FusedRecurrence(torch.autograd.Function):
             if index:
                 grad_state = torch.mm(grad_gates[step], weight_hh)
         return _layer_gradients(ctx, x, weight_ih, grad_gates, outputs)
+
+
+def _keep(ctx, reverse: bool, x, weight_ih, weight_hh, gates, cells, outputs):
+    """Save what a recurrence's backward reads; returns the layer's outputs."""
+    ctx.reverse = reverse
+    ctx.save_for_backward(x, weight_ih, weight_hh, gates, cells, outputs)
+    return outputs
+
+
+def _restore(ctx):
+    """What `_keep` saved, and a buffer for the gradients of the gates' pre-activations."""
+    x, weight_ih, weight_hh, gates, cells, outputs = ctx.saved_tensors
+    steps, batch, _ = x.shape
+    grad_gates = x.new_empty(steps, batch, 4 * weight_hh.shape[1])
+    return x, weight_ih, weight_hh, gates, cells, outputs, grad_gates
 
 
 def _layer_gradients(ctx, x, weight_ih, grad_gates, outputs):
