@@ -18,7 +18,7 @@ from datetime import date
 from gpuadvisor.cards import STEP_ACTIVATION_COLUMNS, card_name, check_input_size
 from profiler import zoo
 from profiler.autocast_memory import autocast_saved_bytes, dtype_tracker
-from profiler.operators import operator_split
+from profiler.operators import split_of
 
 METHOD = ("meta device, FlopCounterMode with grouped-conv backward corrected, "
           "memory-efficient attention; operator split by profiler/operators.py")
@@ -116,19 +116,11 @@ def live_bytes(saved: dict) -> int:
                if base is not None)
 
 
-def measure(name: str, image_size: int | None = None, seq_len: int | None = None) -> dict:
-    """The measured figures (see `measure_per_sample`) of zoo model `name`."""
-    import torch
-
-    with torch.device("meta"):
-        model = zoo.build_model(name, image_size=image_size, seq_len=seq_len)
-
-    def loss_at(batch: int):
-        inputs = zoo.synthetic_batch(name, batch, "meta", image_size=image_size,
-                                     seq_len=seq_len)
-        return zoo.loss(name, model, inputs)
-
-    return measure_per_sample(model, loss_at)
+def figures(model, step) -> dict:
+    """The measured card columns of `model`, whose `step(batch)` returns the loss of a
+    forward pass at `batch` samples on the meta device: `measure_per_sample`'s and the
+    operator split (profiler.operators.split_of)."""
+    return {**measure_per_sample(model, step), **split_of(model, step)}
 
 
 def measure_per_sample(model, loss_at) -> dict:
@@ -199,5 +191,5 @@ def compute_card(name: str, image_size: int | None = None, seq_len: int | None =
                 "image_size": image_size if entry.task == "image" else None,
                 "seq_len": seq_len if entry.task == "text" else None,
                 "batch_per_gpu": batch_per_gpu or entry.batch_per_gpu}
-    return {**workload, **measure(entry.name, image_size, seq_len),
-            **operator_split(entry.name, image_size, seq_len), **versions()}
+    return {**workload, **figures(*zoo.meta_step(entry.name, image_size, seq_len)),
+            **versions()}

@@ -281,14 +281,4 @@ def split_of(model, step) -> dict[str, int]:
 def operator_split(name: str, image_size: int | None = None,
                    seq_len: int | None = None) -> dict[str, int]:
     """The operator-split card columns (`split_of`) of zoo model `name`."""
-    import torch
-
-    with torch.device("meta"):
-        model = zoo.build_model(name, image_size=image_size, seq_len=seq_len)
-
-    def step(batch: int):
-        inputs = zoo.synthetic_batch(name, batch, "meta", image_size=image_size,
-                                     seq_len=seq_len)
-        return zoo.loss(name, model, inputs)
-
-    return split_of(model, step)
+    return split_of(*zoo.meta_step(name, image_size=image_size, seq_len=seq_len))

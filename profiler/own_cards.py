@@ -1,6 +1,6 @@
 """Cards of models outside the zoo: from a Hugging Face `config.json` (offline, no weights) or
 from a Python callable that returns a `torch.nn.Module`. Both are built on the meta device and
-measured like the zoo's (`profiler.cards.measure_per_sample`). Every failure is a CardError with a
+measured like the zoo's (`profiler.cards.figures`). Every failure is a CardError with a
 one-line message naming the fix.
 """
 
@@ -280,12 +280,9 @@ def _loss(model, inputs):
 
 
 def _measure(model, step, spec: str) -> dict:
-    """The card's figures of one sample, then the operator split (`step(batch)` returns the
-    loss of a forward pass at `batch` samples)."""
-    from profiler.operators import split_of
-
-    return _call(lambda: {**cards.measure_per_sample(model, step),
-                          **split_of(model, step)}, spec)
+    """The card's measured figures (`profiler.cards.figures`; `step(batch)` returns the loss
+    of a forward pass at `batch` samples), a failure a CardError naming `spec`."""
+    return _call(lambda: cards.figures(model, step), spec)
 
 
 def _first_line(exc: Exception) -> str:

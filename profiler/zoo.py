@@ -469,3 +469,19 @@ def loss(name: str, model, batch: dict):
     """The training loss of `model` on `batch` (cross-entropy of its task head)."""
     resolve(name)
     return model(**batch).loss
+
+
+def meta_step(name: str, image_size: int | None = None, seq_len: int | None = None):
+    """Zoo model `name` built on the meta device, and `step(batch)`, which runs its forward
+    pass on a synthetic batch of that many samples and returns the loss: what a card is traced
+    on."""
+    import torch
+
+    with torch.device("meta"):
+        model = build_model(name, image_size=image_size, seq_len=seq_len)
+
+    def step(batch: int):
+        return loss(name, model, synthetic_batch(name, batch, "meta", image_size=image_size,
+                                                 seq_len=seq_len))
+
+    return model, step

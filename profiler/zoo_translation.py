@@ -86,9 +86,8 @@ class _Recurrence(torch.autograd.Function):
         h = weight_hh.shape[1]
         projected = torch.addmm(bias_ih + bias_hh, x.reshape(steps * batch, inputs),
                                 weight_ih.t()).view(steps, batch, 4 * h)
-        activations = x.new_empty(steps, batch, 4 * h)  # cuDNN's reserve space
-        cells, outputs = x.new_empty(steps, batch, h), x.new_empty(steps, batch, h)
-        state = cell = x.new_zeros(batch, h)
+        activations, cells, outputs, state = _buffers(x, h)
+        cell = state
         for step in _order(steps, reverse):
             gates = torch.addmm(projected[step], state, weight_hh.t())
             act = activations[step]
@@ -142,9 +141,8 @@ class _FusedRecurrence(torch.autograd.Function):
         h = weight_hh.shape[1]
         projected = torch.mm(x.reshape(steps * batch, inputs), weight_ih.t()).view(
             steps, batch, 4 * h)  # the biases join in the gate kernel, as in cuDNN's
-        workspace = x.new_empty(steps, batch, 4 * h)  # cuDNN's reserve space: the gates
-        cells, outputs = x.new_empty(steps, batch, h), x.new_empty(steps, batch, h)
-        state = cell = x.new_zeros(batch, h)
+        workspace, cells, outputs, state = _buffers(x, h)
+        cell = state
         for step in _order(steps, reverse):
             torch.ops.aten._thnn_fused_lstm_cell.out(
                 projected[step], torch.mm(state, weight_hh.t()), cell, bias_ih, bias_hh,
@@ -173,6 +171,14 @@ class _FusedRecurrence(torch.autograd.Function):
             if index:
                 grad_state = torch.mm(grad_gates[step], weight_hh)
         return _layer_gradients(ctx, x, weight_ih, grad_gates, outputs)
+
+
+def _buffers(x, h: int):
+    """A recurrence's buffers over x's (steps, batch) for hidden size h: its gates (cuDNN's
+    reserve space, 4h wide), cells and outputs, and the zero state its first step starts from."""
+    steps, batch, _ = x.shape
+    return (x.new_empty(steps, batch, 4 * h), x.new_empty(steps, batch, h),
+            x.new_empty(steps, batch, h), x.new_zeros(batch, h))
 
 
 def _keep(ctx, reverse: bool, x, weight_ih, weight_hh, gates, cells, outputs):
