@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -127,11 +128,12 @@ THROUGHPUT_SHAPE = {
     "software_effects": ("a mapping", NUMBER), "framework_effects": ("a mapping", NUMBER),
     "unit_effects": ("a mapping", NUMBER), "software_spread": ("a mapping", NUMBER),
     "code_effects": ("a mapping", NUMBER), "code_unit_effects": ("a mapping", NUMBER),
+    "release_effects": ("a mapping", NUMBER),
 }
 # What a fit on no data, or on data without software stacks, leaves out; prediction does
 # without them. A calibration's `novel` spreads need its `ceiling`, its `range` its `doubling`.
 OPTIONAL = {"software_effects", "framework_effects", "unit_effects", "software_spread",
-            "code_effects", "code_unit_effects",
+            "code_effects", "code_unit_effects", "release_effects",
             "interpolated", "measured", "ceiling", "novel", "range", "doubling", "units"}
 NEEDS = {"novel": "ceiling", "range": "doubling"}
 
@@ -462,6 +464,24 @@ def code_label(stack: str) -> str | None:
     return f"{source} {json.dumps(kept, sort_keys=True)}"
 
 
+# NVIDIA's NGC containers are named by year and month (`pytorch-21.03`, `mxnet-23.04`).
+CONTAINER_RELEASE = re.compile(r"^\s*[A-Za-z]+-(\d{2})\.\d{2}\b")
+
+
+def release_label(stack: str) -> str | None:
+    """The library generation of a `software_label`: its framework and the year of the NGC
+    container it ran in (`pytorch 2021` for `pytorch-21.03 container`); None where it records
+    no dated container."""
+    try:
+        software = json.loads(stack.split(" ", 1)[1])
+    except (IndexError, ValueError):
+        return None
+    if not isinstance(software, dict):
+        return None
+    match = CONTAINER_RELEASE.match(str(software.get("container", "")))
+    return f"{framework(stack)} 20{match[1]}" if match else None
+
+
 def _lower_keys(table: dict) -> dict:
     return {name.lower(): value for name, value in table.items()}
 
@@ -470,7 +490,8 @@ def _stack_prior(spec: dict, stack: str) -> tuple[float, float]:
     """(log effect on throughput, log spread of its own effect still unknown) of a software
     stack (lower-cased `software_label`): its fitted effect where the fit saw it; else, for a
     new container of a code base the fit saw, that code base's (`code_effects`, its
-    framework's included); else its framework's; else the reference's (0). The spread of an
+    framework's included); else its framework's; else the reference's (0); plus what its
+    container's release year adds where the fit saw that year (`release_effects`). The spread of an
     unseen stack is that of the fitted stacks around their frameworks, or around the
     reference (`software_spread`). A stack is a random effect: one the fit never saw (another
     lab's container) is a draw from that spread. A row that names no stack has no spread."""
@@ -480,6 +501,9 @@ def _stack_prior(spec: dict, stack: str) -> tuple[float, float]:
     effect = _lower_keys(spec.get("code_effects", {})).get(code_label(stack) or "")
     if effect is None:
         effect = spec.get("framework_effects", {}).get(framework(stack))
+    release = _lower_keys(spec.get("release_effects", {})).get(release_label(stack) or "")
+    if release is not None:
+        effect = (effect or 0.0) + release
     spread = 0.0 if stack in ("", "0") else spec.get("software_spread", {}).get(
         "any" if effect is None else "within_framework", 0.0)
     return (0.0 if effect is None else effect), spread

@@ -150,6 +150,14 @@ def published(tmp: Path) -> None:
     print("  what a code base's containers share (a new container of it gets this, its "
           "framework's included), per framework:")
     print_effect_ranges(fitted["code_effects"], framework, noun="code bases")
+    print("  what a framework's containers of one year share, whatever their code (a new code "
+          "base in that year's container gets it):")
+    years: dict[str, list[str]] = {}
+    for name, effect in sorted(fitted["release_effects"].items()):
+        family, year = name.rsplit(" ", 1)
+        years.setdefault(family, []).append(f"{year} {effect:+.2f}")
+    for family, effects in years.items():
+        print(f"    {family:<15} {', '.join(effects)}")
     for split, label in SPLITS:
         report(label, store, split)
     report("leave one stack out", store, "stack")

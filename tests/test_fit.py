@@ -336,6 +336,48 @@ def test_a_new_container_of_a_code_base_inherits_what_its_containers_share():
     assert core["framework_effects"]["tf"] > 0.3 * seen
 
 
+def test_a_new_code_base_in_a_known_years_container_gets_that_years_effect():
+    """Two code bases whose 2021 containers run 1.4x faster than their 2019 ones (newer
+    cuDNN and cuBLAS): the year takes the shared part, so a third code base, never seen, in a
+    2021 container is priced faster than the reference, and one in a year never seen is not."""
+    from advisor.artifact import Artifact, release_label
+    from advisor.fitting import fit_throughput_core
+
+    rows = [row(m, g, n, 1, "amp") for m in MODELS for g in ("V100", "A100-40GB")
+            for n in (1, 2)]
+    truth = true_throughput(rows)
+
+    def stack(code, container):
+        return (f'published {{"code": "{code}", "container": "{container} container", '
+                f'"framework": "PyTorch"}}')
+
+    stacks = [stack(code, container) for code in ("PyTorch/A", "PyTorch/B")
+              for container in ("pytorch-19.05", "pytorch-21.03")]
+    assert release_label(stacks[1]) == release_label(stacks[3]) == "pytorch 2021"
+    assert release_label('local {"torch": "2.11"}') is None
+    features = to_arrays(rows)
+    which = np.arange(len(rows)) % 4
+    features["software"] = np.array(stacks)[which]
+    core = fit_throughput_core(features, np.where(which % 2 == 1, 1.4, 1.0) * truth)
+    assert core["release_effects"]["pytorch 2021"] - core["release_effects"]["pytorch 2019"] \
+        > 0.3 * np.log(1.4)  # each level pulled to 0 alike: the two years share the gap
+    doc = {"throughput": {**core, "seen": {"configs": {}, "model_gpu": {}},
+                          "calibration": {"extrapolated": [-0.1, 0.1]}}}
+
+    def log_effect(software):
+        named = Artifact(doc).predict("throughput", {**features, "software": np.full(
+            len(rows), software)}).value
+        reference = {k: v for k, v in features.items() if k != "software"}
+        return np.log(named / Artifact(doc).predict("throughput", reference).value)
+
+    new_code = log_effect(stack("PyTorch/C", "pytorch-21.07"))
+    assert np.allclose(new_code, core["framework_effects"].get("pytorch", 0.0)
+                       + core["release_effects"]["pytorch 2021"])
+    assert np.all(new_code > 0.15 * np.log(1.4))
+    assert np.allclose(log_effect(stack("PyTorch/C", "pytorch-24.01")),
+                       core["framework_effects"].get("pytorch", 0.0))
+
+
 def test_a_stack_that_skips_card_work_never_sets_the_reference():
     from advisor.fitting import fit_throughput_core, reference_stacks
 
