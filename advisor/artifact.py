@@ -464,8 +464,10 @@ def code_label(stack: str) -> str | None:
     return f"{source} {json.dumps(kept, sort_keys=True)}"
 
 
-# NVIDIA's NGC containers are named by year and month (`pytorch-21.03`, `mxnet-23.04`).
-CONTAINER_RELEASE = re.compile(r"^\s*[A-Za-z]+-(\d{2})\.\d{2}\b")
+# NVIDIA's NGC containers are named by year and month, however a source spells them
+# (`pytorch-21.03 container`, `nvcr.io/nvidia/pytorch:22.09-py3`, `NGC PyTorch 23.04`): two
+# digits from 17 (the first NGC year) and a month, not part of a longer version number.
+CONTAINER_RELEASE = re.compile(r"(?<![\d.])(1[7-9]|[2-9]\d)\.(0[1-9]|1[0-2])(?![\d.])")
 
 
 def release_label(stack: str) -> str | None:
@@ -478,7 +480,7 @@ def release_label(stack: str) -> str | None:
         return None
     if not isinstance(software, dict):
         return None
-    match = CONTAINER_RELEASE.match(str(software.get("container", "")))
+    match = CONTAINER_RELEASE.search(str(software.get("container", "")))
     return f"{framework(stack)} 20{match[1]}" if match else None
 
 

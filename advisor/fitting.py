@@ -228,9 +228,9 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
     Containers of one framework released in one year share their libraries (cuDNN, cuBLAS,
     NCCL, the framework's own kernels), whatever code runs in them: a level of its own
     (`release_effects`, crossed with the code bases), so a new code base in a known year's
-    container gets that year's effect. NVIDIA's PyTorch containers of 2021-22 run 8% faster
-    than the reference and those of 2019 7% slower; BERT's 2021 rows, held out, were 25% under
-    before their year was known.
+    container gets that year's effect. In the shipped fit NVIDIA's PyTorch containers of
+    2021-22 run 8% faster than the reference and those of 2019 7% slower; BERT's 2021 rows,
+    held out, were 25% under before their year was known.
     A stack also gets an offset on each arithmetic unit it ran on (`unit_effects`,
     nested in its own): its mixed-precision recipe (which operators a graph rewrite or
     autocast leaves in FP32, its loss scaling, fused FP16 optimizers) and whether it switches

@@ -355,6 +355,14 @@ def test_a_new_code_base_in_a_known_years_container_gets_that_years_effect():
               for container in ("pytorch-19.05", "pytorch-21.03")]
     assert release_label(stacks[1]) == release_label(stacks[3]) == "pytorch 2021"
     assert release_label('local {"torch": "2.11"}') is None
+
+    def container(name):
+        return release_label('published ' + json.dumps({"container": name,
+                                                        "framework": "PyTorch"}))
+    # However a source spells an NGC container's year and month; never a version number.
+    assert container("nvcr.io/nvidia/pytorch:22.09-py3") == "pytorch 2022"
+    assert container("NGC PyTorch 23.04, 8 GPUs") == "pytorch 2023"
+    assert {container("pytorch 1.12.1"), container("MLPerf v2.1 preview")} == {None}
     features = to_arrays(rows)
     which = np.arange(len(rows)) % 4
     features["software"] = np.array(stacks)[which]
