@@ -114,8 +114,8 @@ def build_workload(
     model: str,
     *,
     epochs: float | None = None,
-    samples: int | None = None,
-    steps: int | None = None,
+    samples: int | str | None = None,
+    steps: int | str | None = None,
     batch_per_gpu: int | None = None,
     precision: str = "fp32",
     tokens: float | str | None = None,
@@ -126,7 +126,8 @@ def build_workload(
 ) -> Workload:
     """A Workload from the model card (at `seq_len` / `image_size` when given: the model's
     card at that size), with the user's overrides checked. `tokens` (20B, 1.5T or a number)
-    is the amount of data of a text model: tokens / seq_len samples, one pass.
+    is the amount of data of a text model: tokens / seq_len samples, one pass; `samples` and
+    `steps` are counts too (1.28M, 90k).
     `batch_per_gpu` is the per-GPU batch under the fixed-per-gpu policy and caps the
     micro-batch under fixed-global; `global_batch` defaults to the card's recipe."""
     from advisor.features import card_features
@@ -135,6 +136,8 @@ def build_workload(
     card = _card_at_size(cards, _find_card(cards, model), seq_len=seq_len,
                          image_size=image_size)
     features = card_features(card)
+    samples, steps = (None if value is None else int(parse_count(value, name))
+                      for name, value in (("samples", samples), ("steps", steps)))
     try:
         check_precision(precision)
     except VocabError as error:
@@ -151,7 +154,7 @@ def build_workload(
         raise WorkloadError("give either steps or epochs/samples, not both",
                             "steps", "epochs", "samples")
     if tokens is not None:
-        tokens = parse_tokens(tokens)
+        tokens = parse_count(tokens, "tokens")
         samples, epochs = _token_samples(card, tokens, steps, epochs, samples), 1.0
     if steps is None and not ((samples or card["samples_per_epoch"])
                               and (epochs or card["epochs"])):
@@ -219,13 +222,24 @@ def _find_card(cards: Mapping[str, Mapping[str, str]], model: str) -> Mapping[st
     )
 
 
-def parse_tokens(value: float | str) -> float:
-    """A token count from a number or a string such as 20B, 1.5T, 500M or 300k."""
+# What a count may be given as, per flag: a number or one with a unit suffix (k, M, B/G, T).
+COUNT_EXAMPLES = {"tokens": "20B, 1.5T or 500M", "samples": "1281167, 1.28M or 50k",
+                  "steps": "90000 or 90k"}
+
+
+def parse_count(value: float | str, name: str = "tokens") -> float:
+    """A count from a number or a string such as 20B, 1.5T, 1.28M or 300k; samples and steps
+    are whole (rounded), tokens may be any amount from 1. WorkloadError names `name`."""
     match = re.fullmatch(r"\s*([0-9.]+(?:e[0-9]+)?)\s*([kmbgt]?)\s*", str(value).lower())
-    number = float(match[1]) * TOKEN_UNITS[match[2]] if match else math.nan
+    try:
+        number = float(match[1]) * TOKEN_UNITS[match[2]] if match else math.nan
+    except ValueError:  # '1.2.3'
+        number = math.nan
+    if name != "tokens" and math.isfinite(number):
+        number = float(round(number))
     if not (number >= 1 and math.isfinite(number)):
-        raise WorkloadError(f"tokens must be a count such as 20B, 1.5T or 500M, got {value!r}",
-                            "tokens")
+        raise WorkloadError(f"{name} must be a count such as {COUNT_EXAMPLES[name]}, got "
+                            f"{str(value)[:20]!r}", name)
     return number
 
 

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from advisor.errors import AdvisorError
-from advisor.workload import WorkloadError, build_workload, parse_tokens
+from advisor.workload import WorkloadError, build_workload, parse_count
 from gpuadvisor.cards import CardError, check_card, load_cards, read_card_file
 
 VOCAB = 128256
@@ -55,8 +55,8 @@ def test_bert_cards_at_squad_length_carry_attention(model):
 # --- workloads ---------------------------------------------------------------------------
 
 def test_tokens_become_sequences_at_the_cards_length():
-    assert parse_tokens("20B") == 20e9 and parse_tokens("1.5T") == 1.5e12
-    assert parse_tokens(3e5) == 3e5 and parse_tokens("300k") == 3e5
+    assert parse_count("20B") == 20e9 and parse_count("1.5T") == 1.5e12
+    assert parse_count(3e5) == 3e5 and parse_count("300k") == 3e5
     work = build_workload(load_cards(), "llama_8b", tokens="1B")
     assert work.samples_per_epoch == -(-10**9 // 8192) and work.epochs == 1
     assert work.describe()["tokens"] == 1e9

@@ -224,6 +224,20 @@ def test_corrupt_input_files_exit_2_with_one_line(tmp_path, flag, content, messa
     assert "Traceback" not in result.output
 
 
+def test_samples_and_steps_take_counts_as_people_write_them():
+    """ImageNet's 1,281,167 images as 1.28M, 90,000 steps as 90k: the same plans as the
+    digits; a count that is not one is a usage error naming the flag and the forms."""
+    def workload(*args):
+        return as_json("--model", "resnet50", "--deadline", "3d", "--top", "1", *args)["workload"]
+
+    assert workload("--samples", "1.28M")["samples_per_epoch"] == 1_280_000
+    assert workload("--samples", "1.28M") == workload("--samples", "1280000")
+    assert workload("--steps", "90k")["steps"] == 90_000
+    result = recommend("--model", "resnet50", "--deadline", "3d", "--samples", "1.2X")
+    assert result.exit_code == 2 and "samples must be a count such as" in result.stderr
+    assert "Traceback" not in result.output
+
+
 @pytest.mark.parametrize("policy", ["fixed-global", "fixed-per-gpu"])
 def test_steps_mean_the_same_data_on_every_cluster(policy):
     out = as_json("--model", "resnet18", "--steps", "5000", "--global-batch", "512",

@@ -87,10 +87,11 @@ def recommend(
     confidence: float = typer.Option(
         0.9, help="probability the plan meets the deadline/budget, between 0 and 1"),
     epochs: float | None = typer.Option(None, help="epochs (default: the model card's)"),
-    samples: int | None = typer.Option(None, help="samples per epoch (default: the card's)"),
-    steps: int | None = typer.Option(
-        None, help="optimizer steps of the global batch instead of epochs (samples = steps x "
-        "global batch, whatever the cluster)"),
+    samples: str | None = typer.Option(
+        None, help="samples per epoch: 1281167, 1.28M, 50k (default: the card's)"),
+    steps: str | None = typer.Option(
+        None, help="optimizer steps of the global batch instead of epochs: 90000, 90k "
+        "(samples = steps x global batch, whatever the cluster)"),
     tokens: str | None = typer.Option(
         None, help="text models: tokens to train on instead of epochs: 20B, 1.5T, 500M"),
     seq_len: int | None = typer.Option(
