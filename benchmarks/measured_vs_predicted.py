@@ -14,7 +14,9 @@ seen the GPU), or on an artifact fitted without them:
 
 After the refit the same rows are in-sample and read `measured`. The memory
 estimate is taken for the optimizer the worker trains with (SGD with momentum) and without
-the CUDA context and cuDNN/cuBLAS workspaces, which torch's peaks do not count.
+the CUDA context and cuDNN/cuBLAS workspaces, which torch's peaks do not count. A trial
+marked suspect (`extra.suspect`: it ran an implementation its card no longer describes) is
+listed with its reason and left out of the figures, as the fit leaves it out.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import numpy as np
 
 from advisor.artifact import load_artifact
 from advisor.features import model_features, trial_features
+from advisor.importers.published import is_suspect
 from advisor.memory import NONE, ModelMemory, allocated_mib
 from gpuadvisor.cards import load_cards
 
@@ -60,10 +63,15 @@ def main() -> None:
     print(f"{'model':<24}{'gpu':<6}{'prec':<5}{'batch':>7}{'measured':>12}{'predicted':>12}"
           f"{'ratio':>7}  {'90% interval':<26}{'provenance':<13}{'alloc GiB':>10}{'est GiB':>8}"
           f"{'est/alloc':>10}{'resv GiB':>9}")
-    ratios, inside, memory = [], [], {}
+    ratios, inside, memory, suspect = [], [], {}, []
     for i, t in enumerate(kept):
         value, lo, hi = (float(prediction.value[i]), float(prediction.lo[i]),
                          float(prediction.hi[i]))
+        if is_suspect(t):
+            suspect.append(f"{t['model']} {t['precision']} b{t['batch_per_gpu']}: measured "
+                           f"{t['throughput']:,.0f}, predicted {value:,.0f} "
+                           f"({value / t['throughput']:.2f}x); {t['extra']['suspect']}")
+            continue
         ratios.append(value / t["throughput"])
         inside.append(lo <= t["throughput"] <= hi)
         est = estimated_tensors_mib(cards[t["model"]], t["precision"], t["batch_per_gpu"]) / 1024
@@ -82,6 +90,8 @@ def main() -> None:
           f"{ratios.max():.2f}), 90% intervals cover {np.mean(inside) * 100:.0f}%")
     print("memory estimate / measured peak allocated, per model: " + ", ".join(
         f"{m} {np.mean(v):.2f}" for m, v in memory.items()))
+    for line in suspect:
+        print(f"left out (suspect): {line}")
 
 
 if __name__ == "__main__":

@@ -103,3 +103,17 @@ def test_cli(source_store, tmp_path):
     missing = runner.invoke(app, ["data", "import", "runs", str(tmp_path / "no.json"),
                                   "--store", store])
     assert missing.exit_code == 2 and "is not a file" in missing.stderr
+
+
+def test_a_run_of_an_implementation_its_card_no_longer_describes_is_left_out(tmp_path):
+    """The shipped H200 GNMT trial ran the zoo's written-out LSTM, not the cuDNN kernels its
+    card prices: imported with its mark, the fit leaves it out and says why."""
+    from advisor.fitting import throughput_data
+    from gpuadvisor import data
+
+    with Store(tmp_path / "s.db") as store:
+        import_runs(data.shipped("measurements") / "h200.json", store)
+    with Store(tmp_path / "s.db", readonly=True) as store:
+        features, _, _, skipped = throughput_data(store)
+    assert skipped["ran an implementation its card no longer describes (extra.suspect)"] == 1
+    assert "gnmt_v2" not in set(features["model"]) and "bert_base" in set(features["model"])

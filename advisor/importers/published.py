@@ -232,7 +232,8 @@ def load_published(path: Path | None = None) -> list[dict[str, Any]]:
 
 
 def is_suspect(trial: dict[str, Any]) -> bool:
-    """A stored trial whose figure its own source contradicts (`extra.suspect`)."""
+    """A stored trial whose figure is no evidence for its card (`extra.suspect`): its own
+    source contradicts it, or it ran an implementation the card no longer describes."""
     extra = trial.get("extra")
     return isinstance(extra, dict) and bool(extra.get("suspect"))
 
