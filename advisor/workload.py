@@ -21,8 +21,9 @@ from advisor.memory import ModelMemory, optimizer_for
 from gpuadvisor.cards import INPUT_SIZE, base_model, card_name, matching_card, sized_card_names
 from gpuadvisor.vocab import BATCH_POLICIES, VocabError, check_precision
 
-# Token counts as people write them: 20B, 1.5T, 500M, 300k (decimal, as LLM papers count).
-TOKEN_UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+# Counts as people write them: 20B tokens, 1.28M samples, 90k steps (decimal, as LLM papers
+# count tokens).
+COUNT_SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 # The global batch of a card's recipe when neither the card nor datasets/recipe_batches.csv
 # names one: its per-GPU batch on the 8-GPU node the zoo's reference recipes were published on.
 RECIPE_GPUS = 8
@@ -232,7 +233,7 @@ def parse_count(value: float | str, name: str = "tokens") -> float:
     are whole (rounded), tokens may be any amount from 1. WorkloadError names `name`."""
     match = re.fullmatch(r"\s*([0-9.]+(?:e[0-9]+)?)\s*([kmbgt]?)\s*", str(value).lower())
     try:
-        number = float(match[1]) * TOKEN_UNITS[match[2]] if match else math.nan
+        number = float(match[1]) * COUNT_SUFFIXES[match[2]] if match else math.nan
     except ValueError:  # '1.2.3'
         number = math.nan
     if name != "tokens" and math.isfinite(number):
