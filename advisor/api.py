@@ -173,7 +173,8 @@ def recommend(
     lifetimes = node_lifetimes(estimator, candidates.spot_markets())
     ranking = rank_plans(work, candidates, features, estimator, lifetimes, constraints)
     if ranking.pick is None:
-        raise NoPlanError(_nothing_meets(ranking))
+        hint = FP32_HINT.get(work.precision)
+        raise NoPlanError(_nothing_meets(ranking) + (hint or ""), *(["precision"] if hint else []))
     plans = [{"rank": rank, **describe(ranking, int(row))}
              for rank, row in enumerate(ranking.ranked[:top], 1)]
     for plan, row in zip(plans, ranking.ranked[:top]):
@@ -416,6 +417,12 @@ def _nothing_fits(work, candidates) -> NoPlanError:
         f"with sharding and checkpointing, and the largest GPU has "
         f"{candidates.largest_gpu_mib:,.0f} MiB; allow more nodes (max_nodes) or use "
         "precision amp", "max_nodes", "precision")
+
+
+# fp32 is PyTorch's default and ours, and it leaves tensor cores to convolutions (TF32 on
+# Ampere and later): a goal it misses, mixed precision may meet.
+FP32_HINT = {"fp32": "; in fp32 (the default) matrix products leave the tensor cores idle: "
+                     "precision bf16 or amp (autocast to 16 bits) may meet it"}
 
 
 def _nothing_meets(plans: Plans) -> str:

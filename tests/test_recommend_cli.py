@@ -162,6 +162,10 @@ def test_nothing_meets_the_deadline_exits_1_with_one_sentence():
     assert "no plan meets the 10m deadline" in message
     assert "the fastest is" in message and "the cheapest is" in message
     assert "Traceback" not in result.output
+    # fp32, the default, leaves matrix products off the tensor cores: the sentence says so.
+    assert message.endswith("--precision bf16 or amp (autocast to 16 bits) may meet it")
+    bf16 = recommend("--model", "gpt2_medium", "--deadline", "10m", "--precision", "bf16")
+    assert bf16.exit_code == 1 and "autocast" not in bf16.stderr
 
 
 def test_plot_writes_a_png(tmp_path):

@@ -111,7 +111,10 @@ def recommend(
     batch_per_gpu: int | None = typer.Option(
         None, "--batch-size", help="per-GPU batch under fixed-per-gpu (default: the card's); "
         "the largest micro-batch under fixed-global"),
-    precision: str = typer.Option("fp32", help=" | ".join(PRECISIONS)),
+    precision: str = typer.Option(
+        "fp32", help=f"{' | '.join(PRECISIONS)}: fp32 is PyTorch's default (FP32 matrix "
+        "products, TF32 convolutions from Ampere on), tf32 runs matrix products in TF32 too, "
+        "amp and bf16 autocast to 16 bits (bf16 from Ampere on)"),
     provider: list[str] | None = typer.Option(None, help="only these providers: gcp, aws"),
     region: list[str] | None = typer.Option(
         None, help="only these regions (repeatable or comma-separated)"),
