@@ -43,6 +43,7 @@ class Recommendation:
     lifetimes: dict = field(repr=False)  # (provider, GPU, region) -> spot nodes' NodeLifetime
     warnings: list[str] = field(default_factory=list)
     overheads: dict = field(default_factory=dict, repr=False)  # the pick's, with sources
+    step: dict = field(default_factory=dict, repr=False)  # the pick's step by part, seconds
 
     @property
     def pick(self) -> dict:
@@ -63,7 +64,7 @@ class Recommendation:
                     if pick["market"] == "spot"
                     else NodeLifetime("on-demand", 1.0, math.inf,
                                       "on-demand nodes are not revoked"))
-        return explanation(self.ranking, lifetime, self.overheads)
+        return explanation(self.ranking, lifetime, self.overheads, self.step)
 
     def to_dict(self, explain: bool = False) -> dict:
         """What `advisor recommend --format json` prints (with --explain: `explain` too)."""
@@ -181,13 +182,24 @@ def recommend(
         plan["quota"] = quota_note(plan, int(offerings["vcpus"][ranking["offering"][row]]))
     pick = plans[0]
     sources = estimator.overhead_sources(pick["provider"], pick["gpu"], pick["market"] == "spot")
+    step = pick_step(features, ranking.pick, estimator)
     if work.batch_policy == "fixed-per-gpu":
         stale = [*stale, f"fixed-per-gpu: the global batch grows with the cluster "
                  f"({work.batch_per_gpu} per GPU); convergence changes with it, so the epochs "
                  "or steps may not reach the same accuracy (Or et al. 2020)"]
     return Recommendation(plans, work, ranking, as_of,
                           {key: estimator.doc.get(key) for key in ("schema_version", "fitted_at")},
-                          lifetimes, stale, sources)
+                          lifetimes, stale, sources, step)
+
+
+def pick_step(features, row: int, estimator) -> dict[str, float]:
+    """Seconds of each part of the picked plan's step under the fitted physics
+    (advisor.physics.step_parts)."""
+    from advisor import physics
+    from advisor.features import take
+
+    parts = physics.step_parts(take(features, [row]), estimator.doc["throughput"]["coefficients"])
+    return {part: float(seconds[0]) for part, seconds in parts.items()}
 
 
 def fastest_layouts(candidates, work, estimator):

@@ -1,6 +1,6 @@
-"""Why the pick: how the pick's instance scales node by node, what its overheads are and where
-they come from, what revocations risk on it, and what was filtered out and why, as data
-(advisor.cli.recommend words it)."""
+"""Why the pick: what its step is spent on, how its instance scales node by node, what its
+overheads are and where they come from, what revocations risk on it, and what was filtered
+out and why, as data (advisor.cli.recommend words it)."""
 
 from __future__ import annotations
 
@@ -91,9 +91,31 @@ def filtered(plans: Plans) -> list[dict]:
     return [{**cut.as_dict(), "count": count} for cut, count in cuts.items()]
 
 
-def explanation(plans: Plans, lifetime, sources: dict | None = None) -> dict:
+# Gradient exchange and per-step costs do not grow with the batch: where they take at least
+# this share of a step, fewer and larger steps (a larger global batch) spend less on them.
+PER_STEP_BOUND_SHARE = 0.5
+PER_STEP_PARTS = ("communication", "per_step")
+
+
+def step(parts: dict[str, float] | None) -> dict | None:
+    """The pick's step (physics.step_parts of its configuration, in seconds): its length, each
+    part's share, and the share that does not grow with the batch."""
+    if not parts:
+        return None
+    total = sum(parts.values())
+    if not total > 0:
+        return None
+    shares = {part: round(seconds / total, 3) for part, seconds in parts.items()}
+    fixed = sum(parts[part] for part in PER_STEP_PARTS) / total
+    return {"seconds": round(total, 4), "shares": shares, "per_step_share": round(fixed, 3),
+            "per_step_bound": fixed >= PER_STEP_BOUND_SHARE}
+
+
+def explanation(plans: Plans, lifetime, sources: dict | None = None,
+                step_seconds: dict[str, float] | None = None) -> dict:
     row = plans.pick
     return {
+        "step": step(step_seconds) if row is not None else None,
         "scaling": scaling(plans, row) if row is not None else [],
         "scaling_threshold": SCALING_EFFICIENCY_THRESHOLD,
         "overheads": overheads(plans, row, sources) if row is not None and sources else None,

@@ -491,6 +491,27 @@ def log_combine_gradient(design: np.ndarray, theta: np.ndarray) -> np.ndarray:
     return design * theta * scale
 
 
+# A worker's step in the parts a person can act on (`--explain`): arithmetic, memory-bound
+# work, gradient exchange, and what each step costs whatever its size.
+STEP_PARTS = {
+    "compute": ("compute_fp32", "compute_tensor", "compute_tf32", "conv_fp32", "conv_tensor",
+                "conv_tf32", "unsplit_fp32", "unsplit_tensor", "unsplit_tf32", "grouped_conv"),
+    "memory": ("memory", "tensor_memory"),
+    "communication": ("allreduce_inter", "allreduce_intra", "ps_link"),
+    "per_step": ("fixed", "tensor_launch"),
+}
+
+
+def step_parts(features: dict, coefficients: dict | None = None) -> dict[str, np.ndarray]:
+    """Seconds of each part (STEP_PARTS) of a worker's step under the physical model: before
+    the learned correction and any software stack's effect, and without the parameter
+    servers' side, which a smooth maximum sets against the worker's."""
+    coef = {**PRIOR, **(coefficients or {})}
+    design = design_matrix(features)
+    return {part: sum(design[:, TERMS.index(t)] * coef[t] for t in terms)
+            for part, terms in STEP_PARTS.items()}
+
+
 def step_time(features: dict, coefficients: dict | None = None) -> np.ndarray:
     """Seconds per step of one worker under the physical model."""
     coef = {**PRIOR, **(coefficients or {})}

@@ -50,6 +50,7 @@ CUT = _object({
 }, required=["reason", "count"])
 
 EXPLAIN = _object({
+    "step": {"type": ["object", "null"], "required": ["seconds", "shares"]},
     "scaling": {"type": "array", "items": _object({
         "nodes": {"type": "integer"}, "throughput": NUMBER, "speedup": NUMBER,
         "marginal_efficiency": NULLABLE_NUMBER, "worth_adding": {"type": "boolean"}})},

@@ -93,6 +93,21 @@ def test_explain_is_data():
     explained = advisor.recommend("resnet50", deadline="12h", gpus="T4,A100").explain()
     reasons = {cut["reason"] for cut in explained["filtered"]}
     assert "gpu_filter" in reasons and explained["scaling"][0]["nodes"] == 1
+    # What the pick's step is spent on: shares of one step, which add up to it.
+    step = explained["step"]
+    assert step["seconds"] > 0 and sum(step["shares"].values()) == pytest.approx(1, abs=0.01)
+    assert step["per_step_bound"] == (step["per_step_share"] >= 0.5)
+
+
+def test_explain_says_when_larger_steps_would_help():
+    """BERT-base's 1M steps of 256 sequences on 56 GPUs: five sequences a GPU, a step of
+    launches and all-reduce; the explanation says so, and the text names the remedy."""
+    result = advisor.recommend("bert_base", deadline="13h", providers="gcp", precision="bf16")
+    step = result.explain()["step"]
+    assert step["per_step_bound"] and step["per_step_share"] > 0.5
+    from advisor.cli.recommend import render
+
+    assert any("a larger --global-batch" in line for line in render(result.explain()))
 
 
 @pytest.mark.parametrize("kwargs, parameters, message", [

@@ -361,3 +361,18 @@ def test_log_gradient_of_the_smooth_maximum_matches_finite_differences():
         numeric = (np.log(physics.combine(design, theta * np.exp(step)))
                    - np.log(physics.combine(design, theta * np.exp(-step)))) / 2e-6
         assert analytic[:, index] == pytest.approx(numeric, abs=1e-6)
+
+
+def test_a_step_in_parts_adds_up_to_the_workers_step():
+    """`--explain`'s parts of a step cover every term of a worker's side once, and on an
+    all-reduce cluster (no servers) they add up to the step the model predicts."""
+    parts = [term for terms in physics.STEP_PARTS.values() for term in terms]
+    assert sorted(parts) == sorted(physics.TERMS[:physics.WORKER_TERMS])
+    features = to_arrays([candidate(nodes=n, gpus_per_node=8, batch_per_gpu=b)
+                          for n, b in ((1, 256), (4, 4))])
+    seconds = physics.step_parts(features)
+    assert np.allclose(sum(seconds.values()), physics.step_time(features))
+    # A tiny per-GPU batch on four nodes is spent on what does not grow with the batch.
+    fixed = seconds["communication"] + seconds["per_step"]
+    assert fixed[1] / physics.step_time(features)[1] > 0.5 > fixed[0] / physics.step_time(
+        features)[0]

@@ -328,7 +328,7 @@ def render(explained: dict) -> list[str]:
     """The explanation (Recommendation.explain()) as lines for people."""
     from gpuadvisor.durations import format_duration
 
-    lines = []
+    lines = _step_lines(explained.get("step"))
     if explained["scaling"]:
         lines.append("Scaling of the pick's instance (marginal efficiency of each added node; "
                      f"worth adding while >= {explained['scaling_threshold']}):")
@@ -358,6 +358,26 @@ def render(explained: dict) -> list[str]:
     if explained["filtered"]:
         lines.append("Filtered out:")
         lines.extend(f"  {cut['count']:>7,}  {cut_words(cut)}" for cut in explained["filtered"])
+    return lines
+
+
+STEP_WORDS = {"compute": "arithmetic", "memory": "memory-bound work",
+              "communication": "gradient exchange", "per_step": "per-step costs"}
+
+
+def _step_lines(step: dict | None) -> list[str]:
+    """What the pick's step is spent on, and a way out when what does not grow with the batch
+    takes most of it."""
+    if not step:
+        return []
+    shares = ", ".join(f"{STEP_WORDS[part]} {share:.0%}"
+                       for part, share in step["shares"].items())
+    lines = [f"Step of the pick, {step['seconds'] * 1e3:,.0f} ms by the fitted physics "
+             f"(before the learned correction): {shares}"]
+    if step["per_step_bound"]:
+        lines.append(f"  {step['per_step_share']:.0%} of each step does not grow with the "
+                     "batch (gradient exchange, per-step costs): fewer, larger steps (a larger "
+                     "--global-batch) spend less of the run on it")
     return lines
 
 
