@@ -242,6 +242,8 @@ def _report(result, fmt: RecommendFormat, explain: bool) -> None:
         emit_csv(result.plans, [key for key in result.pick if key != "shape"])
         return
     _table(result.plans, result.ranking, result.workload, result.as_of, format_duration)
+    if not explained:  # --explain prints the whole step; without it, only what to do about it
+        _per_step_hint(result.step)
     if explained:
         from rich.console import Console
 
@@ -359,6 +361,18 @@ def render(explained: dict) -> list[str]:
         lines.append("Filtered out:")
         lines.extend(f"  {cut['count']:>7,}  {cut_words(cut)}" for cut in explained["filtered"])
     return lines
+
+
+def _per_step_hint(parts: dict) -> None:
+    """One dim line when most of the pick's step does not grow with the batch."""
+    from rich.console import Console
+
+    from advisor.explain import step
+
+    lines = _step_lines(step(parts))[1:]
+    if lines:
+        Console().print(lines[0].strip() + " (--explain for the whole step)", style="dim",
+                        highlight=False, markup=False)
 
 
 STEP_WORDS = {"compute": "arithmetic", "memory": "memory-bound work",
