@@ -242,12 +242,12 @@ def _report(result, fmt: RecommendFormat, explain: bool) -> None:
         emit_csv(result.plans, [key for key in result.pick if key != "shape"])
         return
     _table(result.plans, result.ranking, result.workload, result.as_of, format_duration)
-    if not explained:  # --explain prints the whole step; without it, only what to do about it
-        _per_step_hint(result.step)
     if explained:
         from rich.console import Console
 
         Console().print("\n".join(render(explained)), highlight=False, markup=False)
+    else:  # --explain prints the whole step; without it, only what to do about it
+        _per_step_hint(result.step)
 
 
 def _table(rows, plans, work, as_of, format_duration) -> None:
