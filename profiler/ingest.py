@@ -62,7 +62,8 @@ def trial_row(result: dict, expected_world: int) -> tuple[dict[str, Any], str | 
     """The `trials` columns a result record fills, and an error if it cannot count."""
     row = {k: v for k, v in result.items() if k in TRIAL_COLUMNS and k != "extra"}
     row["extra"] = {"world_size": result.get("world_size"), "device": result.get("device"),
-                    "global_step": result.get("global_step")}
+                    "global_step": result.get("global_step"),
+                    "host_op_us": result.get("host_op_us")}
     error = None
     if result.get("world_size") != expected_world:
         error = (f"the job finished with {result.get('world_size')} of {expected_world} worker "

@@ -43,6 +43,11 @@ from profiler.stability import StoppingRule
 
 CHECK_EVERY = 10  # steps between stop decisions shared by all ranks
 EVALUATE_EVERY_S = 0.5  # rank 0 re-runs the stopping rule at most this often
+# Tiny operators the host dispatches, per round, to measure what one costs it: an eager step
+# of small kernels waits on the host at that rate whatever the GPU, and the rate is the
+# machine's (a VM's CPU, the driver), so each trial records its own (`host_op_us`).
+DISPATCH_PROBE_OPS = 500
+DISPATCH_PROBE_ROUNDS = 5
 
 
 class WorkerConfig(BaseModel):
@@ -153,6 +158,28 @@ def gpu_memory_peaks(cuda: bool) -> dict[str, int | None]:
 
     return {"peak_allocated_bytes": int(torch.cuda.max_memory_allocated()),
             "peak_reserved_bytes": int(torch.cuda.max_memory_reserved())}
+
+
+def host_dispatch_us(device) -> float:
+    """Microseconds the host takes to dispatch one tiny operator (an in-place add of one
+    element) to `device`: the median of DISPATCH_PROBE_ROUNDS rounds, each timed on the host
+    alone. On a GPU the launches run ahead of their microsecond kernels, so a round's time is
+    the host's; on a CPU it is the operator's whole cost."""
+    import torch
+
+    x = torch.zeros(1, device=device)
+    cuda = device.type == "cuda"
+    rounds = []
+    for _ in range(DISPATCH_PROBE_ROUNDS):
+        if cuda:
+            torch.cuda.synchronize()  # an empty queue: no launch waits for a free slot
+        started = time.perf_counter()
+        for _ in range(DISPATCH_PROBE_OPS):
+            x.add_(1.0)
+        rounds.append((time.perf_counter() - started) / DISPATCH_PROBE_OPS * 1e6)
+    if cuda:
+        torch.cuda.synchronize()
+    return float(sorted(rounds)[len(rounds) // 2])
 
 
 def peak_memory_bytes(cuda: bool) -> int:
@@ -467,6 +494,7 @@ class Trainer:
             checkpoint_restore_s=self.restored.seconds if self.restored else None,
             checkpoint_bytes=self.saves[-1].bytes if self.saves else None,
             global_step=self.step, software=software_versions(),
+            host_op_us=host_dispatch_us(self.device),
         )
 
     def close(self) -> None:

@@ -34,7 +34,20 @@ def test_bf16_autocast_and_periodic_checkpoints(tmp_path, one_thread):
     assert result["throughput"] == pytest.approx(2 / result["step_time_mean"])
     assert result["checkpoint_save_s"] > 0 and result["checkpoint_restore_s"] > 0
     assert result["peak_allocated_bytes"] is None and result["peak_reserved_bytes"] is None
+    # What one tiny operator costs this machine's host: microseconds, not milliseconds.
+    assert 0 < result["host_op_us"] < 1000
     assert records[-1]["type"] == "result"  # worker_exit comes from main(), around the trainer
+
+
+def test_host_dispatch_is_timed_per_operator(monkeypatch):
+    """Each round's host time over its operators, the median of the rounds."""
+    import torch
+
+    ticks = iter([0.0, 1.0, 10.0, 10.5, 20.0, 22.0, 30.0, 30.2, 40.0, 43.0])
+    monkeypatch.setattr(worker.time, "perf_counter", lambda: next(ticks))
+    # rounds of 1.0, 0.5, 2.0, 0.2 and 3.0 s over 500 operators: the median 1.0 s, 2,000 us
+    assert worker.host_dispatch_us(torch.device("cpu")) == pytest.approx(
+        1.0 / worker.DISPATCH_PROBE_OPS * 1e6)
 
 
 @pytest.mark.slow
