@@ -433,15 +433,22 @@ VERSIONED_FRAMEWORKS = (("torch", "pytorch"), ("tensorflow", "tensorflow"), ("mx
                         ("jax", "jax"))
 
 
+def _recorded(stack: str) -> dict | None:
+    """What a `software_label` records after its source (container, framework, versions,
+    code base), or None where that is no JSON object."""
+    try:
+        software = json.loads(stack.partition(" ")[2])
+    except ValueError:
+        return None
+    return software if isinstance(software, dict) else None
+
+
 def framework(stack: str) -> str:
     """The framework of a `software_label` (lower case): the recorded `framework`, else torch
     or tensorflow where their versions are recorded, else 'unknown'; an MLPerf Training
     submission's is its framework's MLPerf family (`mxnet (mlperf)`, MLPERF_FAMILY)."""
-    try:
-        software = json.loads(stack.split(" ", 1)[1])
-    except (IndexError, ValueError):
-        return "unknown"
-    if not isinstance(software, dict):
+    software = _recorded(stack)
+    if software is None:
         return "unknown"
     name = str(software["framework"]).lower() if software.get("framework") else next(
         (name for key, name in VERSIONED_FRAMEWORKS if key in software), "unknown")
@@ -453,15 +460,11 @@ def code_label(stack: str) -> str | None:
     """The code base of a `software_label`: its source with the code base it records and its
     `framework`, in the label's own form (so `framework` reads the same from both); None where
     it names no code base (the profiler's and CM-DARE's stacks)."""
-    source, _, recorded = stack.partition(" ")
-    try:
-        software = json.loads(recorded)
-    except ValueError:
-        return None
-    if not isinstance(software, dict) or not software.get("code"):
+    software = _recorded(stack)
+    if software is None or not software.get("code"):
         return None
     kept = {"code": software["code"], "framework": framework(stack)}
-    return f"{source} {json.dumps(kept, sort_keys=True)}"
+    return f"{stack.partition(' ')[0]} {json.dumps(kept, sort_keys=True)}"
 
 
 # NVIDIA's NGC containers are named by year and month, however a source spells them
@@ -474,11 +477,8 @@ def release_label(stack: str) -> str | None:
     """The library generation of a `software_label`: its framework and the year of the NGC
     container it ran in (`pytorch 2021` for `pytorch-21.03 container`); None where it records
     no dated container."""
-    try:
-        software = json.loads(stack.split(" ", 1)[1])
-    except (IndexError, ValueError):
-        return None
-    if not isinstance(software, dict):
+    software = _recorded(stack)
+    if software is None:
         return None
     match = CONTAINER_RELEASE.search(str(software.get("container", "")))
     return f"{framework(stack)} 20{match[1]}" if match else None

@@ -270,8 +270,8 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
     code_cell_names = np.unique(code_unit[code_of_row != ""])
     # So do the stacks of one framework whose containers came out in one year, whatever their
     # code: their cuDNN, cuBLAS and framework release (`release_label`).
-    release_of_row = np.array([release_label(name) or "" for name in stack_names],
-                              dtype=str)[stack]
+    release_of_stack = np.array([release_label(name) or "" for name in stack_names], dtype=str)
+    release_of_row = release_of_stack[stack]
     release_names = np.unique(release_of_row[release_of_row != ""])
     # The reference stacks' rows on each unit, each row a share of its unit's: the physics
     # describes the reference on every unit, not only on average over them.
@@ -340,7 +340,7 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
     release_effect = dict(zip(release_names, by_release))
     offsets = own + shared[framework_of_stack] + np.array(
         [code_effect.get(code, 0.0) for code in code_of_stack]) + np.array(
-        [release_effect.get(release_label(name) or "", 0.0) for name in stack_names]
+        [release_effect.get(release, 0.0) for release in release_of_stack]
     ) if stacks else np.zeros(len(stack_names))
     stack_of_cell = np.zeros(len(cell_names), dtype=int)
     stack_of_cell[cell] = stack
