@@ -194,12 +194,16 @@ def recommend(
 
 def pick_step(features, row: int, estimator) -> dict[str, float]:
     """Seconds of each part of the picked plan's step under the fitted physics
-    (advisor.physics.step_parts)."""
+    (advisor.physics.step_parts), and the host's dispatch of its kernels (`host`)."""
     from advisor import physics
+    from advisor.explain import HOST_PART
     from advisor.features import take
 
-    parts = physics.step_parts(take(features, [row]), estimator.doc["throughput"]["coefficients"])
-    return {part: float(seconds[0]) for part, seconds in parts.items()}
+    pick = take(features, [row])
+    coefficients = estimator.doc["throughput"]["coefficients"]
+    parts = physics.step_parts(pick, coefficients)
+    return {**{part: float(seconds[0]) for part, seconds in parts.items()},
+            HOST_PART: float(physics.host_seconds(pick, coefficients)[0])}
 
 
 def fastest_layouts(candidates, work, estimator):

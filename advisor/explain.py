@@ -95,20 +95,26 @@ def filtered(plans: Plans) -> list[dict]:
 # this share of a step, fewer and larger steps (a larger global batch) spend less on them.
 PER_STEP_BOUND_SHARE = 0.5
 PER_STEP_PARTS = ("communication", "per_step")
+# The host's dispatch of the step's kernels (physics.host_seconds), beside the GPU's parts.
+HOST_PART = "host"
 
 
 def step(parts: dict[str, float] | None) -> dict | None:
-    """The pick's step (physics.step_parts of its configuration, in seconds): its length, each
-    part's share, and the share that does not grow with the batch."""
+    """The pick's step (physics.step_parts of its configuration, in seconds, and the host's
+    dispatch under HOST_PART): the GPU's work, each part's share of it, the share that does
+    not grow with the batch, and whether the host's dispatch outlasts the GPU's work."""
     if not parts:
         return None
+    parts = dict(parts)
+    host = parts.pop(HOST_PART, 0.0)
     total = sum(parts.values())
     if not total > 0:
         return None
     shares = {part: round(seconds / total, 3) for part, seconds in parts.items()}
     fixed = sum(parts[part] for part in PER_STEP_PARTS) / total
     return {"seconds": round(total, 4), "shares": shares, "per_step_share": round(fixed, 3),
-            "per_step_bound": fixed >= PER_STEP_BOUND_SHARE}
+            "per_step_bound": fixed >= PER_STEP_BOUND_SHARE, "host_seconds": round(host, 4),
+            "host_bound": host >= total}
 
 
 def explanation(plans: Plans, lifetime, sources: dict | None = None,

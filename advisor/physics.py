@@ -33,13 +33,18 @@ maximum of the class's sums. A training step of one worker then costs
       + a_intra * 2(g-1)/g * G / BW_intra                        (all-reduce inside a node)
       + a_ps_link * 2G / BW_net                                  (own push + pull to the PS)
 
-and, with parameter servers, no step is faster than the servers can serve all W workers:
+and, with parameter servers, no step is faster than the servers can serve all W workers,
+nor faster than the host can dispatch its kernels:
 
     t_server = (a_ps_server * 2G / BW_net + a_ps_tensor * T) * W / ps
-    step = (t^P + t_server^P)^(1/P)
+    t_host = a_host * K
+    step = (t^P + t_server^P + t_host^P)^(1/P)
 
 (a smooth maximum: throughput grows with workers until the servers saturate, on bytes or on
-the per-tensor requests each worker's push and pull make), with b the per-GPU batch, G
+the per-tensor requests each worker's push and pull make; eager frameworks launch kernels
+asynchronously, so the host's dispatch hides behind the GPU's work until a step of many small
+kernels, such as a recurrent decoder's, leaves the GPU waiting on it), with K the kernels a
+step dispatches (the card's trace), b the per-GPU batch, G
 gradient bytes, T the model's tensors (a checkpoint's count), N nodes, g GPUs per node, W
 workers, BW_intra the node's GPU link (NVLink/NVSwitch or PCIe of the GPU's generation) and
 BW_net the instance's network. Each coefficient `a` is the inverse of an achieved efficiency
@@ -73,8 +78,14 @@ from gpuadvisor.vocab import HALF_PRECISIONS
 TERMS = ("compute_fp32", "compute_tensor", "compute_tf32", "conv_fp32", "conv_tensor", "conv_tf32",
          "unsplit_fp32", "unsplit_tensor", "unsplit_tf32", "grouped_conv", "memory", "fixed",
          "tensor_launch", "tensor_memory", "allreduce_inter", "allreduce_intra", "ps_link",
-         "ps_server", "ps_server_tensor")
-WORKER_TERMS = len(TERMS) - 2  # every term but the last two (the servers') adds to a step
+         "ps_server", "ps_server_tensor", "host_dispatch")
+# A step is the smooth maximum of three sides that run concurrently: the worker's GPU work
+# (every term before the servers'), the parameter servers' and the host's dispatch of the
+# step's kernels (launches are asynchronous: a host that issues kernels faster than the GPU
+# runs them is hidden behind it, one that issues them slower sets the step).
+WORKER_TERMS = len(TERMS) - 3
+SIDES = (slice(0, WORKER_TERMS), slice(WORKER_TERMS, len(TERMS) - 1),
+         slice(len(TERMS) - 1, len(TERMS)))
 SMOOTH_MAX_POWER = 4.0
 
 # Prior coefficients: what the fit is pulled towards, and what a term keeps when the training
@@ -84,12 +95,15 @@ SMOOTH_MAX_POWER = 4.0
 # operators too, the whole-model efficiency published ResNet-50 runs reach (~35% of FP32
 # peak: half the large-GEMM figure); element-wise kernels about 70% of DRAM bandwidth
 # (STREAM-like); 5 ms fixed cost, half of the communication hidden behind backward; per
-# tensor and step ~10 kernels of ~10 us, and ~1 MB per sample of activations read and written
+# tensor and step ~10 kernels of ~10 us on the GPU (each small kernel's launch latency, ramp
+# and tail, whatever its size), and ~1 MB per sample of activations read and written
 # (a CIFAR-sized layer, three passes); a parameter server handles each tensor's push and pull
 # as requests, ~100 us per tensor and worker (two RPCs of tens of microseconds of server work
 # each). That last value was first read off CM-DARE rows, so a fit whose data exercise it (or
 # the per-tensor traffic term) chooses the prior by inner cross-validation instead
-# (advisor/fitting.py, TUNED_PRIORS); the values here are then only the fallback.
+# (advisor/fitting.py, TUNED_PRIORS); the values here are then only the fallback. A host
+# dispatches a kernel of an eager step in ~10 us (Python, the dispatcher, autograd's
+# bookkeeping and the CUDA launch: PyTorch's ~5-25 us an operator).
 PRIOR = {
     "compute_fp32": 1 / 0.7,
     "compute_tensor": 1 / 0.7,
@@ -110,6 +124,7 @@ PRIOR = {
     "ps_link": 0.5,
     "ps_server": 1.0,
     "ps_server_tensor": 1e-4,
+    "host_dispatch": 1e-5,
 }
 # Efficiency of each operator class relative to a large matrix product on the same unit,
 # stated a priori: cuDNN's implicit-GEMM convolutions reach about 70% of what cuBLAS does on
@@ -464,30 +479,32 @@ def design_matrix(features: dict) -> np.ndarray:
                "memory": roofline["memory"] * work + update, "tensor_launch": tensors * work,
                "tensor_memory": tensor_memory * work,
                "allreduce_inter": inter * traffic, "allreduce_intra": intra * traffic,
-               "ps_link": ps_link, "ps_server": ps_server, "ps_server_tensor": ps_server_tensor}
+               "ps_link": ps_link, "ps_server": ps_server, "ps_server_tensor": ps_server_tensor,
+               "host_dispatch": np.nan_to_num(_optional(features, "kernels_per_step",
+                                                        len(batch))) * work}
     return np.column_stack([columns[name] for name in TERMS]).astype(float)
+
+
+def _sides(design: np.ndarray, theta: np.ndarray) -> list[np.ndarray]:
+    return [design[:, side] @ theta[side] for side in SIDES]
 
 
 def combine(design: np.ndarray, theta: np.ndarray) -> np.ndarray:
     """Seconds per step from the design matrix and coefficients (in TERMS order)."""
-    worker = design[:, :WORKER_TERMS] @ theta[:WORKER_TERMS]
-    server = design[:, WORKER_TERMS:] @ theta[WORKER_TERMS:]
-    return (worker ** SMOOTH_MAX_POWER + server ** SMOOTH_MAX_POWER) ** (1 / SMOOTH_MAX_POWER)
+    return sum(side ** SMOOTH_MAX_POWER for side in _sides(design, theta)) \
+        ** (1 / SMOOTH_MAX_POWER)
 
 
 def log_combine_gradient(design: np.ndarray, theta: np.ndarray) -> np.ndarray:
     """d log(combine(design, theta)) / d log(theta): shape (rows, terms). Each term's share of
-    its side (worker or servers), times that side's share of the smooth maximum."""
-    worker = design[:, :WORKER_TERMS] @ theta[:WORKER_TERMS]
-    server = design[:, WORKER_TERMS:] @ theta[WORKER_TERMS:]
-    power = SMOOTH_MAX_POWER
-    total = worker ** power + server ** power
+    its side (SIDES), times that side's share of the smooth maximum."""
+    sides = _sides(design, theta)
+    total = sum(side ** SMOOTH_MAX_POWER for side in sides)
+    scale = np.zeros_like(design)
     with np.errstate(divide="ignore", invalid="ignore"):
-        worker_share = np.where(worker > 0, worker ** power / total / worker, 0.0)
-        server_share = np.where(server > 0, server ** power / total / server, 0.0)
-    scale = np.concatenate([np.repeat(worker_share[:, None], WORKER_TERMS, axis=1),
-                            np.repeat(server_share[:, None], len(theta) - WORKER_TERMS,
-                                      axis=1)], axis=1)
+        for side, seconds in zip(SIDES, sides):
+            scale[:, side] = np.where(seconds > 0, seconds ** (SMOOTH_MAX_POWER - 1) / total,
+                                      0.0)[:, None]
     return design * theta * scale
 
 
@@ -510,6 +527,14 @@ def step_parts(features: dict, coefficients: dict | None = None) -> dict[str, np
     design = design_matrix(features)
     return {part: sum(design[:, TERMS.index(t)] * coef[t] for t in terms)
             for part, terms in STEP_PARTS.items()}
+
+
+def host_seconds(features: dict, coefficients: dict | None = None) -> np.ndarray:
+    """Seconds the host takes to dispatch a step's kernels: the host's side of the smooth
+    maximum, which sets the step where it exceeds the worker's GPU work."""
+    coef = {**PRIOR, **(coefficients or {})}
+    host = SIDES[-1]
+    return design_matrix(features)[:, host] @ np.array([coef[t] for t in TERMS[host]])
 
 
 def step_time(features: dict, coefficients: dict | None = None) -> np.ndarray:

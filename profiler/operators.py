@@ -156,6 +156,7 @@ def operator_counter():
             self.operators: list[tuple[str, str, float, float]] = []
             self.widths = AutocastWidths()
             self.backward = False  # set by `trace` between the passes
+            self.kernels = 0  # operators that run a kernel (views and allocations excepted)
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -164,6 +165,7 @@ def operator_counter():
             name = packet.__name__
             if func.is_view or name in _NO_TRAFFIC:
                 return out
+            self.kernels += 1
             if name == "_log_softmax":
                 self.totals[LOGITS][1] += _tensor_bytes(args[0])
             kind = operator_class(name, args)
@@ -275,6 +277,7 @@ def split_of(model, step) -> dict[str, int]:
     for tally in FAST_TALLIES.values():
         out[f"{tally}_flops_per_sample"] = round(two[tally][0] - one[tally][0])
     out["logits_bytes_per_sample"] = round(two[LOGITS][1] - one[LOGITS][1])
+    out["kernels_per_step"] = traced_one.kernels
     return out
 
 

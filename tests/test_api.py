@@ -97,6 +97,7 @@ def test_explain_is_data():
     step = explained["step"]
     assert step["seconds"] > 0 and sum(step["shares"].values()) == pytest.approx(1, abs=0.01)
     assert step["per_step_bound"] == (step["per_step_share"] >= 0.5)
+    assert 0 < step["host_seconds"] < step["seconds"] and not step["host_bound"]
 
 
 def test_explain_says_when_larger_steps_would_help():
@@ -108,6 +109,17 @@ def test_explain_says_when_larger_steps_would_help():
     from advisor.cli.recommend import render
 
     assert any("a larger --global-batch" in line for line in render(result.explain()))
+
+
+def test_explain_says_when_the_gpu_waits_on_the_host():
+    """Tacotron 2's decoder dispatches ~75,000 kernels a step: on H100s the host's dispatch
+    outlasts the GPU's work, and the text says a faster GPU gains little."""
+    result = advisor.recommend("tacotron2", budget="$5000", gpus="H100-80GB", precision="bf16")
+    step = result.explain()["step"]
+    assert step["host_bound"] and step["host_seconds"] > step["seconds"]
+    from advisor.cli.recommend import render
+
+    assert any("a faster GPU gains little" in line for line in render(result.explain()))
 
 
 @pytest.mark.parametrize("kwargs, parameters, message", [

@@ -36,6 +36,30 @@ def test_counts_a_linear_layer_and_a_relu_by_hand():
     assert totals["matmul"][:2] == [2 * 3 * 10 * 20, 4 * (20 + 3 * 10 + 10 * 20 + 3 * 20)]
     # relu: one operation per element, reads and writes 3x20 (the weight's transpose is a view)
     assert totals["other"][:2] == [3 * 20, 4 * 2 * 3 * 20]
+    # two kernels: addmm and relu; the transpose is a view and launches none
+    assert counter.kernels == 2
+
+
+def test_a_card_counts_the_kernels_a_step_dispatches_whatever_its_batch():
+    """`kernels_per_step`: what the host dispatches a step (forward and backward), the same at
+    any batch, and a recurrent decoder's step by step; layers twice as deep dispatch twice as
+    many kernels of their own."""
+    from profiler.operators import split_of, trace
+
+    def stack(depth):
+        with torch.device("meta"):
+            model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(8, 8),
+                                                              torch.nn.ReLU())
+                                          for _ in range(depth)])
+
+        def step(batch):
+            return model(torch.empty(batch, 8, device="meta")).sum()
+        return model, step
+
+    kernels = {depth: split_of(*stack(depth))["kernels_per_step"] for depth in (1, 2, 4)}
+    assert kernels[4] - kernels[2] == 2 * (kernels[2] - kernels[1]) > 0
+    model, step = stack(3)
+    assert trace(model, step, 1).kernels == trace(model, step, 64).kernels
 
 
 def test_counts_traffic_under_autocast_by_hand():

@@ -320,6 +320,29 @@ def test_small_micro_batches_are_launch_bound_not_priced_at_large_batch_efficien
     assert np.all(per_sample_acc[:2] > 4 * per_sample_acc[2])
 
 
+def test_a_step_of_many_small_kernels_waits_on_the_host_whatever_the_gpu():
+    """Launches are asynchronous: ResNet-50's 411 kernels a step hide behind its GPU work at
+    batch 256, while Tacotron 2's decoder, ~75,000 kernels a step, is set by the host's
+    dispatch, which a faster GPU does not shorten."""
+    cards = model_features()
+
+    def step(model, gpu, batch):
+        card = {k: v for k, v in cards[model].items() if v is not None and k not in (
+            "image_size", "seq_len")}
+        features = to_arrays([candidate(gpu=gpu, precision="amp", batch_per_gpu=batch,
+                                        **card)])
+        return physics.step_time(features)[0], physics.host_seconds(features)[0]
+
+    assert cards["tacotron2"]["kernels_per_step"] > 100 * cards["resnet50"]["kernels_per_step"]
+    resnet, resnet_host = step("resnet50", "A100-80GB", 256)
+    assert resnet_host < 0.1 * resnet
+    v100, host = step("tacotron2", "V100", 32)
+    b200, _ = step("tacotron2", "B200", 32)
+    assert host == pytest.approx(physics.PRIOR["host_dispatch"]
+                                 * cards["tacotron2"]["kernels_per_step"])
+    assert b200 >= host > 0.5 * v100  # the B200 waits on the same host
+
+
 def test_winograd_spares_fp32_multiplies_not_tensor_core_ones():
     card = split_card(conv=(1e9, 0.0)) | {"winograd_flops_per_sample": 0.6e9}
     plain = split_card(conv=(1e9, 0.0))

@@ -392,6 +392,11 @@ def _step_lines(step: dict | None) -> list[str]:
         lines.append(f"  {step['per_step_share']:.0%} of each step does not grow with the "
                      "batch (gradient exchange, per-step costs): fewer, larger steps (a larger "
                      "--global-batch) spend less of the run on it")
+    if step.get("host_bound"):
+        lines.append(f"  the host takes {step['host_seconds'] * 1e3:,.0f} ms to dispatch the "
+                     "step's kernels, longer than the GPU's work: the GPU waits on it, so a "
+                     "faster GPU gains little; a larger per-GPU batch or a compiled step "
+                     "(torch.compile, CUDA graphs) gains more")
     return lines
 
 
