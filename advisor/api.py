@@ -174,6 +174,12 @@ def recommend(
     lifetimes = node_lifetimes(estimator, candidates.spot_markets())
     ranking = rank_plans(work, candidates, features, estimator, lifetimes, constraints)
     if ranking.pick is None:
+        from advisor.explain import step as explain_step
+
+        fastest = _fastest(ranking)
+        if fastest is not None and (explain_step(pick_step(features, fastest, estimator))
+                                    or {}).get("host_bound"):
+            raise NoPlanError(_nothing_meets(ranking) + HOST_BOUND_HINT, "global_batch")
         hint = FP32_HINT.get(work.precision)
         raise NoPlanError(_nothing_meets(ranking) + (hint or ""), *(["precision"] if hint else []))
     plans = [{"rank": rank, **describe(ranking, int(row))}
@@ -439,6 +445,19 @@ def _nothing_fits(work, candidates) -> NoPlanError:
 # Ampere and later): a goal it misses, mixed precision may meet.
 FP32_HINT = {"fp32": "; in fp32 (the default) matrix products leave the tensor cores idle: "
                      "precision bf16 or amp (autocast to 16 bits) may meet it"}
+# Where the fastest plan's GPUs wait on their host's dispatch, neither a faster GPU nor a
+# 16-bit precision shortens its step; fewer, larger steps do.
+HOST_BOUND_HINT = ("; the fastest plan's GPUs wait on their host dispatching each step's "
+                   "kernels, so faster GPUs or 16 bits barely help: a larger --global-batch "
+                   "(fewer, larger steps) or a compiled step (torch.compile, CUDA graphs) may meet "
+                   "it")
+
+
+def _fastest(plans: Plans) -> int | None:
+    """The row of the candidate with the shortest time at the chosen confidence, if any."""
+    time = plans["time_conf"]
+    finite = np.flatnonzero(np.isfinite(time))
+    return int(finite[np.argmin(time[finite])]) if len(finite) else None
 
 
 def _nothing_meets(plans: Plans) -> str:
@@ -453,10 +472,10 @@ def _nothing_meets(plans: Plans) -> str:
         return (f"{d['provider']} {d['instance_type']} x{d['nodes']} {d['market']} in "
                 f"{d['region']} ({format_duration(time[row])}, {format_usd(cost[row])})")
 
-    finite = np.flatnonzero(np.isfinite(time))
-    if not len(finite):
+    fastest = _fastest(plans)
+    if fastest is None:
         return f"no plan meets {want}: spot revocations outpace progress on every candidate"
-    fastest = finite[np.argmin(time[finite])]
+    finite = np.flatnonzero(np.isfinite(time))
     cheapest = finite[np.argmin(cost[finite])]
     return (f"no plan meets {want} at {c.confidence:.0%} confidence; the fastest is "
             f"{name(fastest)} and the cheapest is {name(cheapest)}")

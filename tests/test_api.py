@@ -122,6 +122,17 @@ def test_explain_says_when_the_gpu_waits_on_the_host():
     assert any("a faster GPU gains little" in line for line in render(result.explain()))
 
 
+def test_a_deadline_the_host_cannot_meet_points_at_larger_steps_not_faster_gpus():
+    """Tacotron 2 in an hour: even the fastest plan's GPUs wait on their host, so the error
+    names fewer, larger steps instead of 16-bit precision."""
+    from advisor.errors import NoPlanError
+
+    with pytest.raises(NoPlanError) as raised:
+        advisor.recommend("tacotron2", deadline="1h")
+    assert "wait on their host" in str(raised.value) and "autocast" not in str(raised.value)
+    assert raised.value.parameters == ("global_batch",)
+
+
 @pytest.mark.parametrize("kwargs, parameters, message", [
     ({"deadline": "1d", "max_nodes": 0}, ("max_nodes",), "max_nodes must be at least 1, got 0"),
     ({"budget": 9, "confidence": 1.5}, ("confidence",), "confidence must lie between 0 and 1"),
