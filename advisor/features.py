@@ -54,6 +54,10 @@ INPUT_SIZE_KEYS = ("image_size", "seq_len")
 # (bert_large@384 for SQuAD fine-tuning); the model's name stays the model's.
 CARD_KEY = "card"
 LINK_KEYS = ("interconnect",)
+# Optional: what one tiny operator costs the host a configuration was measured on
+# (`extra.host_op_us`, which the profiler's workers record), scaling its host's dispatch of a
+# step's kernels (physics.host_speed); a configuration without it has a typical host.
+HOST_KEY = "host_op_us"
 
 # Per-node network bandwidth when neither the trial nor the catalog says (Gbit/s): GCP gives
 # 2 Gbps per vCPU up to 16 on N1 machines, EC2 GPU instances start at 10-25; a local run
@@ -155,6 +159,8 @@ def configuration_features(
     # One convention for every source: all-reduce has no parameter servers, PS at least one.
     ps = np.nan_to_num(np.asarray(configs.get("ps_count", np.zeros(n)), dtype=float))
     out["ps_count"] = np.where(out["sync"] == "ps", np.maximum(ps, 1.0), 0.0)
+    if HOST_KEY in configs:
+        out[HOST_KEY] = np.array([_or(_num(v), np.nan) for v in configs[HOST_KEY]], dtype=float)
 
     names, model_index = np.unique(_card_names(configs, model), return_inverse=True)
     cards = []
@@ -267,7 +273,8 @@ def _card_names(configs: Mapping[str, Any], model: np.ndarray) -> np.ndarray:
 
 def _columns(rows: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
     return {key: np.array([r.get(key) for r in rows], dtype=object)
-            for key in CONFIG_KEYS + INPUT_SIZE_KEYS + LINK_KEYS + (CARD_KEY,) + LAYOUT_KEYS}
+            for key in CONFIG_KEYS + INPUT_SIZE_KEYS + LINK_KEYS + (CARD_KEY, HOST_KEY)
+            + LAYOUT_KEYS}
 
 
 def _trial_config(trial: Mapping[str, Any]) -> dict:
@@ -286,7 +293,7 @@ def _trial_config(trial: Mapping[str, Any]) -> dict:
         "batch_per_gpu": trial["batch_per_gpu"], "spot": bool(trial.get("spot")),
         "network_gbps": _num(extra.get("network_gbps")) or network_gbps(provider, trial),
         "image_size": trial.get("image_size"), "seq_len": trial.get("seq_len"),
-        CARD_KEY: extra.get(CARD_KEY),
+        CARD_KEY: extra.get(CARD_KEY), HOST_KEY: _num(extra.get(HOST_KEY)),
         "interconnect": extra.get("interconnect") or _catalog_links().get(
             (provider, trial.get("instance_type"))),
         # The layout it trained with (plain DDP unless the trial says otherwise).

@@ -87,6 +87,11 @@ WORKER_TERMS = len(TERMS) - 3
 SIDES = (slice(0, WORKER_TERMS), slice(WORKER_TERMS, len(TERMS) - 1),
          slice(len(TERMS) - 1, len(TERMS)))
 SMOOTH_MAX_POWER = 4.0
+# What one tiny operator costs the host the `host_dispatch` prior describes, in the probe the
+# profiler's workers record with each trial (`extra.host_op_us`: in-place adds dispatched to
+# the device, profiler.worker.host_dispatch_us): 1.8-2.1 us on this project's 2-vCPU
+# development VM. A trial's host dispatches a step's kernels that much slower or faster.
+REFERENCE_HOST_OP_US = 2.0
 
 # Prior coefficients: what the fit is pulled towards, and what a term keeps when the training
 # data does not exercise it. Achieved fractions of peak once the memory-bound operators are
@@ -103,7 +108,8 @@ SMOOTH_MAX_POWER = 4.0
 # the per-tensor traffic term) chooses the prior by inner cross-validation instead
 # (advisor/fitting.py, TUNED_PRIORS); the values here are then only the fallback. A host
 # dispatches a kernel of an eager step in ~10 us (Python, the dispatcher, autograd's
-# bookkeeping and the CUDA launch: PyTorch's ~5-25 us an operator).
+# bookkeeping and the CUDA launch: PyTorch's ~5-25 us an operator), on a host as fast as
+# REFERENCE_HOST_OP_US says.
 PRIOR = {
     "compute_fp32": 1 / 0.7,
     "compute_tensor": 1 / 0.7,
@@ -481,8 +487,16 @@ def design_matrix(features: dict) -> np.ndarray:
                "allreduce_inter": inter * traffic, "allreduce_intra": intra * traffic,
                "ps_link": ps_link, "ps_server": ps_server, "ps_server_tensor": ps_server_tensor,
                "host_dispatch": np.nan_to_num(_optional(features, "kernels_per_step",
-                                                        len(batch))) * work}
+                                                        len(batch))) * work
+               * host_speed(features, len(batch))}
     return np.column_stack([columns[name] for name in TERMS]).astype(float)
+
+
+def host_speed(features: dict, n: int) -> np.ndarray:
+    """How much slower than the reference host each row's host dispatches an operator (its
+    recorded `host_op_us` over REFERENCE_HOST_OP_US; 1 where none was recorded)."""
+    recorded = _optional(features, "host_op_us", n)
+    return np.where(recorded > 0, recorded / REFERENCE_HOST_OP_US, 1.0)
 
 
 def _sides(design: np.ndarray, theta: np.ndarray) -> list[np.ndarray]:

@@ -343,6 +343,19 @@ def test_a_step_of_many_small_kernels_waits_on_the_host_whatever_the_gpu():
     assert b200 >= host > 0.5 * v100  # the B200 waits on the same host
 
 
+def test_a_slower_host_dispatches_the_same_kernels_slower():
+    """A trial's recorded `host_op_us` scales its host's side: twice the reference host's
+    cost, twice the dispatch; none recorded, the reference host."""
+    card = {k: v for k, v in model_features()["resnet50"].items()
+            if v is not None and k not in ("image_size", "seq_len")}
+    rows = [candidate(batch_per_gpu=8, **card)] * 3
+    features = {**to_arrays(rows), "host_op_us": np.array(
+        [np.nan, physics.REFERENCE_HOST_OP_US, 2 * physics.REFERENCE_HOST_OP_US])}
+    host = physics.host_seconds(features)
+    assert host[0] == host[1] == pytest.approx(host[2] / 2)
+    assert host[0] == pytest.approx(physics.host_seconds(to_arrays(rows[:1]))[0])
+
+
 def test_winograd_spares_fp32_multiplies_not_tensor_core_ones():
     card = split_card(conv=(1e9, 0.0)) | {"winograd_flops_per_sample": 0.6e9}
     plain = split_card(conv=(1e9, 0.0))

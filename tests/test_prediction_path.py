@@ -90,3 +90,21 @@ def test_a_trial_recorded_under_the_drivers_device_name_is_the_same_configuratio
     a, b = artifact.predict("throughput", canonical), artifact.predict("throughput", driver)
     assert b.provenance.tolist() == ["measured"]
     np.testing.assert_allclose(b.value, a.value, rtol=1e-12)
+
+
+def test_a_trial_carries_what_its_host_takes_to_dispatch_an_operator(recommended):
+    """`extra.host_op_us`, which the profiler's workers record, reaches the features of the
+    trial's configuration; a configuration without it (every candidate) has the reference
+    host, so its prediction is the candidate's."""
+    from advisor import physics
+
+    workload, plans, artifact = recommended
+    trial = trial_of(plans, 0, workload)
+    slow = {**trial, "extra": {"host_op_us": 50 * physics.REFERENCE_HOST_OP_US}}
+    features, kept, _ = trial_features([trial, slow], model_features())
+    assert len(kept) == 2 and np.isnan(features["host_op_us"][0])
+    assert features["host_op_us"][1] == 50 * physics.REFERENCE_HOST_OP_US
+    host = physics.host_seconds(features)
+    assert host[1] == pytest.approx(50 * host[0])
+    value = artifact.predict("throughput", features).value
+    assert value[0] == pytest.approx(plans["throughput"][0], rel=1e-12) and value[1] < value[0]
