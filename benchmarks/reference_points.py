@@ -90,7 +90,7 @@ def published() -> dict[tuple, float]:
     out: dict[tuple, list[float]] = {}
     with open(ROOT / "datasets" / "published_throughput.csv", newline="") as handle:
         for row in csv.DictReader(handle):
-            if "pytorch-20.06" in row["software"] or not row["batch_per_gpu"]:
+            if not row["batch_per_gpu"]:
                 continue
             key = (row["model"], row["gpu"], row["precision"], int(row["num_gpus"]),
                    int(row["batch_per_gpu"]), int(row["seq_len"]) if row["seq_len"] else None)
@@ -196,39 +196,6 @@ def main() -> None:
     for key, source in INDEPENDENT_SOURCES.items():
         print(f"  others ({key}): {source}")
     llm_table()
-    superseded_table()
-
-
-def superseded_table() -> None:
-    """NVIDIA's figures from the pytorch-20.06 container, which the shipped fit leaves out
-    (scripts/build_artifact.py), beside what the shipped artifact predicts for them: per
-    model, MAPE, the median of predicted/published and the share inside the 90% interval.
-    Tacotron 2 and WaveGlow were measured in no other container, so the fit never saw them."""
-    import tempfile
-
-    from advisor.features import take
-    from advisor.fitting import throughput_data
-    from advisor.importers.published import import_published
-    from gpuadvisor.store import Store
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "published.db"
-        with Store(path) as store:
-            import_published(store)
-        with Store(path, readonly=True) as store:
-            features, throughput, _, _ = throughput_data(store)
-    rows = np.flatnonzero(["pytorch-20.06" in label for label in features["software"]])
-    prediction = load_artifact().predict("throughput", take(features, rows))
-    measured = throughput[rows]
-    ratio = prediction.value / measured
-    inside = (prediction.lo <= measured) & (measured <= prediction.hi)
-    print("\nNVIDIA's pytorch-20.06 figures, left out of the shipped fit, beside its predictions:")
-    print(f"{'model':<22} {'rows':>5} {'MAPE':>6} {'median pred/published':>22} {'inside':>7}")
-    model = features["model"][rows]
-    for name in [*np.unique(model), "all"]:
-        pick = model == name if name != "all" else np.ones(len(rows), dtype=bool)
-        print(f"{name:<22} {pick.sum():5d} {np.mean(np.abs(ratio[pick] - 1)):6.1%} "
-              f"{np.median(ratio[pick]):22.2f} {inside[pick].mean():7.0%}")
 
 
 if __name__ == "__main__":
