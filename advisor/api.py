@@ -107,6 +107,7 @@ def recommend(
     precision: str = "fp32",
     global_batch: int | None = None,
     batch_policy: str = "fixed-global",
+    channels_last: bool = False,
     providers: str | Sequence[str] = (),
     regions: str | Sequence[str] = (),
     gpus: str | Sequence[str] = (),
@@ -136,7 +137,9 @@ def recommend(
     (default: the card's recipe) under `batch_policy` "fixed-global"; "fixed-per-gpu" keeps
     `batch_per_gpu` per GPU instead, and the global batch grows with the cluster. Each
     cluster gets the micro-batch, accumulation steps and memory remedy its GPUs fit that the
-    estimator prices fastest. Raises AdvisorError (ParameterError for bad input, NoPlanError
+    estimator prices fastest. `channels_last`: the job keeps its tensors channels-last
+    (NHWC), as tuned recipes do; PyTorch's default NCHW pays cuDNN's transposes around each
+    16-bit convolution. Raises AdvisorError (ParameterError for bad input, NoPlanError
     when nothing fits or meets the constraints)."""
     from advisor.artifact import ArtifactError, load_artifact
     from advisor.candidates import Filters, enumerate_candidates
@@ -158,7 +161,8 @@ def recommend(
     work = build_workload(cards, model, epochs=epochs, samples=samples, steps=steps,
                           batch_per_gpu=batch_per_gpu, precision=precision, tokens=tokens,
                           seq_len=seq_len, image_size=image_size,
-                          global_batch=global_batch, batch_policy=batch_policy)
+                          global_batch=global_batch, batch_policy=batch_policy,
+                          channels_last=channels_last)
     offerings, as_of, stale = _catalog(catalog)
     filters = Filters(_names(providers, "providers"), _names(regions, "regions"),
                       _names(gpus, "gpus"), max_nodes)

@@ -82,7 +82,7 @@ class Candidates:
             "batch_per_gpu": c["micro_batch"], "spot": c["spot"],
             "network_gbps": c["network_gbps"], "interconnect": c["interconnect"],
             "accumulation": c["accumulation"], "checkpointing": c["checkpointing"],
-            "sharded": c["sharded"],
+            "sharded": c["sharded"], "channels_last": np.full(n, float(workload.channels_last)),
         }
         return configuration_features(configs, {workload.model: workload.model_features()})
 

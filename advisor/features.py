@@ -23,6 +23,7 @@ from advisor.physics import (
 )
 from advisor.sharding import LAYOUT_KEYS
 from gpuadvisor.cards import OPERATOR_COLUMNS, matching_card
+from gpuadvisor.vocab import is_published
 
 STRING_KEYS = ("model", "gpu", "sync", "precision", "provider")
 NUMBER_KEYS = ("params", "flops_per_sample", "gradient_bytes", "activation_bytes",
@@ -58,6 +59,13 @@ LINK_KEYS = ("interconnect",)
 # (`extra.host_op_us`, which the profiler's workers record), scaling its host's dispatch of a
 # step's kernels (physics.host_speed); a configuration without it has a typical host.
 HOST_KEY = "host_op_us"
+# Optional: 1 where the job keeps its tensors channels-last (NHWC), 0 or absent where it runs
+# PyTorch's default NCHW, whose 16-bit convolutions cuDNN transposes (physics.
+# LAYOUT_TRANSPOSE_PASSES). A trial says so in `extra.channels_last`; without it a published
+# figure is taken as channels-last (tuned recipes run 16-bit convolutions so: DLE's ConvNets
+# benchmark AMP with `--memory-format nhwc`, MXNet's and MLPerf's are NHWC) and a run of the
+# profiler's, whose zoo models are NCHW, as NCHW.
+LAYOUT_KEY = "channels_last"
 
 # Per-node network bandwidth when neither the trial nor the catalog says (Gbit/s): GCP gives
 # 2 Gbps per vCPU up to 16 on N1 machines, EC2 GPU instances start at 10-25; a local run
@@ -159,8 +167,9 @@ def configuration_features(
     # One convention for every source: all-reduce has no parameter servers, PS at least one.
     ps = np.nan_to_num(np.asarray(configs.get("ps_count", np.zeros(n)), dtype=float))
     out["ps_count"] = np.where(out["sync"] == "ps", np.maximum(ps, 1.0), 0.0)
-    if HOST_KEY in configs:
-        out[HOST_KEY] = np.array([_or(_num(v), np.nan) for v in configs[HOST_KEY]], dtype=float)
+    for key in (HOST_KEY, LAYOUT_KEY):
+        if key in configs:
+            out[key] = np.array([_or(_num(v), np.nan) for v in configs[key]], dtype=float)
 
     names, model_index = np.unique(_card_names(configs, model), return_inverse=True)
     cards = []
@@ -273,8 +282,8 @@ def _card_names(configs: Mapping[str, Any], model: np.ndarray) -> np.ndarray:
 
 def _columns(rows: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
     return {key: np.array([r.get(key) for r in rows], dtype=object)
-            for key in CONFIG_KEYS + INPUT_SIZE_KEYS + LINK_KEYS + (CARD_KEY, HOST_KEY)
-            + LAYOUT_KEYS}
+            for key in CONFIG_KEYS + INPUT_SIZE_KEYS + LINK_KEYS
+            + (CARD_KEY, HOST_KEY, LAYOUT_KEY) + LAYOUT_KEYS}
 
 
 def _trial_config(trial: Mapping[str, Any]) -> dict:
@@ -294,6 +303,8 @@ def _trial_config(trial: Mapping[str, Any]) -> dict:
         "network_gbps": _num(extra.get("network_gbps")) or network_gbps(provider, trial),
         "image_size": trial.get("image_size"), "seq_len": trial.get("seq_len"),
         CARD_KEY: extra.get(CARD_KEY), HOST_KEY: _num(extra.get(HOST_KEY)),
+        LAYOUT_KEY: float(bool(extra[LAYOUT_KEY] if LAYOUT_KEY in extra
+                               else is_published(str(trial.get("source") or "")))),
         "interconnect": extra.get("interconnect") or _catalog_links().get(
             (provider, trial.get("instance_type"))),
         # The layout it trained with (plain DDP unless the trial says otherwise).

@@ -179,6 +179,12 @@ FALLBACK_INTRA_NODE_GB_S = 100.0
 # base * 2^(1/3), up to the boost clock the peak TFLOPS figures are quoted at. This derates
 # power-limited parts (T4 70 W: 0.46, L4 72 W: 0.49) and leaves A100/H100 near their peak.
 TRAINING_POWER_ACTIVITY = 0.5
+# cuDNN's tensor-core convolutions work on NHWC tensors: fed NCHW ones (PyTorch's default
+# memory format) in 16 bits, it transposes each convolution's inputs and outputs around the
+# kernel, one more read and write of the convolution's traffic (a third party's torchvision
+# ResNet-50 in AMP on a V100: 841 images/s NCHW, 1,154 channels-last). A configuration says
+# its format in `channels_last` (1: channels-last; 0 or absent: NCHW).
+LAYOUT_TRANSPOSE_PASSES = 1.0
 # The share of its FP32 cores a GPU's warp schedulers can feed without dual issue. A Kepler
 # SMX has 192 FP32 cores behind 4 warp schedulers of one 32-thread warp instruction a cycle
 # each (NVIDIA, Kepler GK110 whitepaper): single issue feeds 128 of them, the other 64 only
@@ -407,6 +413,10 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
             out["memory"] += traffic
     out["memory"] = out["memory"] + np.nan_to_num(_optional(features, "step_bytes",
                                                             len(batch))) / bandwidth
+    nchw = ~(np.nan_to_num(_optional(features, "channels_last", len(batch))) > 0)
+    transposes = nbytes["conv"] * traffic_scale(features, "conv", half) * batch / bandwidth
+    out["memory"] += np.where(split & half & tensor["conv"] & nchw,
+                              LAYOUT_TRANSPOSE_PASSES * transposes, 0.0)
     return out
 
 

@@ -59,6 +59,7 @@ class Workload:
     batch_policy: str = "fixed-global"
     optimizer: str = "adamw"
     micro_batch_cap: int | None = None  # fixed-global: the largest micro-batch the user allows
+    channels_last: bool = False  # tensors kept NHWC; PyTorch's default, NCHW, when False
 
     def total_samples(self, total_gpus: np.ndarray) -> np.ndarray:
         """Samples the job processes, the same on every cluster: epochs of the dataset, or
@@ -106,6 +107,7 @@ class Workload:
             "batch_policy": self.batch_policy,
             "batch_per_gpu": self.batch_per_gpu,
             "precision": self.precision,
+            "channels_last": self.channels_last,
             "optimizer": self.optimizer,
         }
 
@@ -124,13 +126,15 @@ def build_workload(
     image_size: int | None = None,
     global_batch: int | None = None,
     batch_policy: str = "fixed-global",
+    channels_last: bool = False,
 ) -> Workload:
     """A Workload from the model card (at `seq_len` / `image_size` when given: the model's
     card at that size), with the user's overrides checked. `tokens` (20B, 1.5T or a number)
     is the amount of data of a text model: tokens / seq_len samples, one pass; `samples` and
     `steps` are counts too (1.28M, 90k).
     `batch_per_gpu` is the per-GPU batch under the fixed-per-gpu policy and caps the
-    micro-batch under fixed-global; `global_batch` defaults to the card's recipe."""
+    micro-batch under fixed-global; `global_batch` defaults to the card's recipe;
+    `channels_last`: the job keeps its tensors NHWC (else PyTorch's NCHW)."""
     from advisor.features import card_features
     from gpuadvisor.cards import OPERATOR_COLUMNS
 
@@ -192,6 +196,7 @@ def build_workload(
         batch_policy=batch_policy,
         optimizer=optimizer,
         micro_batch_cap=batch_per_gpu if batch_policy == "fixed-global" else None,
+        channels_last=bool(channels_last),
     )
 
 

@@ -1,7 +1,8 @@
 """A handful of predictions beside published figures, through the recommend path's feature
-builder and the shipped artifact: per-GPU samples/s, the fraction of the GPU's sustained
-peak that implies (`of peak`: model FLOPs over the peak its arithmetic runs under at the
-clock the GPU holds under its power limit), and NVIDIA's figure where
+builder and the shipped artifact: per-GPU samples/s (PyTorch's default NCHW; `ch-last`: the
+same job kept channels-last, as NVIDIA's recipes run their 16-bit convolutions), the fraction
+of the GPU's sustained peak that implies (`of peak`: model FLOPs over the peak its arithmetic
+runs under at the clock the GPU holds under its power limit), and NVIDIA's figure where
 datasets/published_throughput.csv holds that exact configuration (those rows are in the
 artifact's training data: `measured`).
 
@@ -177,11 +178,15 @@ def main() -> None:
     configs["card"] = [card_name(m, q) if card_name(m, q) in cards else None
                        for m, q in zip(model, seq)]
     features = configuration_features(configs, cards)
-    prediction = load_artifact().predict("throughput", features)
+    artifact = load_artifact()
+    prediction = artifact.predict("throughput", features)
+    # The same jobs kept channels-last (NVIDIA's recipes are; PyTorch's default is NCHW).
+    nhwc = artifact.predict("throughput", configuration_features(
+        {**configs, "channels_last": [1.0] * n}, cards)).value
     peak = physics.effective_peak_tflops(features) * 1e12
     reference = published()
     print(f"{'configuration':<44} {'predicted/GPU':>13} {'90% interval':>17} "
-          f"{'of peak':>8} {'NVIDIA':>8} {'others':>12}")
+          f"{'of peak':>8} {'ch-last':>8} {'NVIDIA':>8} {'others':>12}")
     for i, point in enumerate(POINTS):
         per_gpu = prediction.value[i] / per_node[i]
         lo, hi = prediction.lo[i] / per_node[i], prediction.hi[i] / per_node[i]
@@ -191,7 +196,9 @@ def main() -> None:
         known = reference.get(point)
         (low, high), _ = INDEPENDENT.get(point, ((None, None), None))
         other = "-" if low is None else f"{low:,.0f}" if low == high else f"{low:,.0f}-{high:,.0f}"
-        print(f"{name:<44} {per_gpu:13,.0f} {lo:8,.0f}-{hi:<8,.0f} {mfu:8.0%} "
+        last = nhwc[i] / per_node[i]
+        last = f"{last:,.0f}" if abs(last / per_gpu - 1) > 1e-9 else "same"
+        print(f"{name:<44} {per_gpu:13,.0f} {lo:8,.0f}-{hi:<8,.0f} {mfu:8.0%} {last:>8} "
               f"{f'{known:,.0f}' if known else '-':>8} {other:>12}  {prediction.provenance[i]}")
     for key, source in INDEPENDENT_SOURCES.items():
         print(f"  others ({key}): {source}")

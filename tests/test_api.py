@@ -122,6 +122,20 @@ def test_explain_says_when_the_gpu_waits_on_the_host():
     assert any("a faster GPU gains little" in line for line in render(result.explain()))
 
 
+def test_channels_last_jobs_skip_the_transposes_of_16_bit_convolutions():
+    """ResNet-50 in AMP on one V100 runs faster kept channels-last; BERT, which has no
+    convolutions, and FP32 convolutions do not change; the workload says which it planned."""
+    def one_gpu(model, precision, channels_last):
+        result = advisor.recommend(model, deadline="300d", precision=precision, gpus="V100",
+                                   max_gpus=1, channels_last=channels_last, top=1)
+        assert result.to_dict()["workload"]["channels_last"] is channels_last
+        return result.plans[0]["throughput"]
+
+    assert one_gpu("resnet50", "amp", True) > 1.1 * one_gpu("resnet50", "amp", False)
+    assert one_gpu("resnet50", "fp32", True) == one_gpu("resnet50", "fp32", False)
+    assert one_gpu("bert_large", "amp", True) == one_gpu("bert_large", "amp", False)
+
+
 def test_a_deadline_the_host_cannot_meet_points_at_larger_steps_not_faster_gpus():
     """Tacotron 2 in an hour: even the fastest plan's GPUs wait on their host, so the error
     names fewer, larger steps instead of 16-bit precision."""

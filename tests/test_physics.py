@@ -107,10 +107,13 @@ def test_a_profiled_class_is_priced_one_operator_at_a_time():
     assert fp32["memory"] == 0
     amp = terms(precision="amp", params=0.0, **card, **profile)
     assert amp["conv_tensor"] == pytest.approx(high[0] * 100 / (125e12 * 0.7))
-    assert amp["memory"] == pytest.approx(0.5 * low[1] * 100 / 900e9)  # 16-bit traffic
+    # 16-bit traffic of the memory-bound half, and NCHW's transposes of all of it
+    transposes = physics.LAYOUT_TRANSPOSE_PASSES * 0.5 * (low[1] + high[1]) * 100 / 900e9
+    assert amp["memory"] == pytest.approx(0.5 * low[1] * 100 / 900e9 + transposes)
     whole = terms(precision="amp", params=0.0, **card)  # no profile: the class's mean
     assert whole["conv_tensor"] == 0
-    assert whole["memory"] == pytest.approx(0.5 * (low[1] + high[1]) * 100 / 900e9)
+    assert whole["memory"] == pytest.approx(0.5 * (low[1] + high[1]) * 100 / 900e9
+                                            + transposes)
 
 
 def test_autocast_traffic_comes_from_the_card_where_it_has_it():
@@ -354,6 +357,28 @@ def test_a_slower_host_dispatches_the_same_kernels_slower():
     host = physics.host_seconds(features)
     assert host[0] == host[1] == pytest.approx(host[2] / 2)
     assert host[0] == pytest.approx(physics.host_seconds(to_arrays(rows[:1]))[0])
+
+
+def test_nchw_16_bit_convolutions_pay_cudnns_transposes():
+    """In 16 bits on tensor cores, cuDNN transposes an NCHW convolution's tensors to NHWC and
+    back: one more read and write of its traffic; channels-last jobs, FP32 and TF32
+    convolutions and matrix products pay none."""
+    card = split_card(conv=(1e9, 1e6), matmul=(1e9, 1e6))
+
+    def memory(precision, channels_last=None, work=card):
+        features = config(gpu="A100-80GB", precision=precision, params=0.0, **work)
+        if channels_last is not None:
+            features["channels_last"] = np.array([channels_last])
+        return dict(zip(physics.TERMS, physics.design_matrix(features)[0]))["memory"]
+
+    half_conv = card["conv_bytes_per_sample"] * 0.5 * 100 / 2039e9  # HALF_BYTES, b 100
+    assert memory("amp") == pytest.approx(memory("amp", channels_last=1.0)
+                                          + physics.LAYOUT_TRANSPOSE_PASSES * half_conv)
+    assert memory("bf16", channels_last=0.0) == pytest.approx(memory("amp"))
+    assert memory("tf32") == memory("tf32", channels_last=1.0)
+    assert memory("fp32") == memory("fp32", channels_last=1.0)
+    plain = split_card(matmul=(1e9, 1e6))
+    assert memory("amp", work=plain) == memory("amp", channels_last=1.0, work=plain)
 
 
 def test_winograd_spares_fp32_multiplies_not_tensor_core_ones():

@@ -108,3 +108,19 @@ def test_a_trial_carries_what_its_host_takes_to_dispatch_an_operator(recommended
     assert host[1] == pytest.approx(50 * host[0])
     value = artifact.predict("throughput", features).value
     assert value[0] == pytest.approx(plans["throughput"][0], rel=1e-12) and value[1] < value[0]
+
+
+def test_a_trial_carries_its_memory_format(recommended):
+    """A published figure is taken as channels-last (tuned recipes), the profiler's own runs
+    as NCHW (its zoo's models are), and a trial that records `extra.channels_last` as it
+    says; a channels-last job is predicted faster in 16 bits (no transposes)."""
+    workload, plans, artifact = recommended
+    trial = trial_of(plans, 0, workload)
+    rows = [trial, {**trial, "source": "published"},
+            {**trial, "source": "published", "extra": {"channels_last": False}},
+            {**trial, "extra": {"channels_last": True}}]
+    features, kept, _ = trial_features(rows, model_features())
+    assert features["channels_last"].tolist() == [0.0, 1.0, 0.0, 1.0]
+    value = artifact.predict("throughput", features).value
+    if plans["provenance"][0] != "measured":
+        assert value[1] > value[0] and value[3] == pytest.approx(value[1])

@@ -108,6 +108,10 @@ def recommend(
         "fixed-global", help="fixed-global: keep the global batch, each cluster gets the "
         "micro-batch and accumulation that fit; fixed-per-gpu: keep --batch-size per GPU, the "
         "global batch grows with the GPUs (convergence changes)"),
+    channels_last: bool = typer.Option(
+        False, "--channels-last", help="the job keeps its tensors channels-last "
+        "(`model.to(memory_format=torch.channels_last)`), as tuned recipes do; without it, "
+        "PyTorch's default NCHW, cuDNN transposes around each 16-bit convolution"),
     batch_per_gpu: int | None = typer.Option(
         None, "--batch-size", help="per-GPU batch under fixed-per-gpu (default: the card's); "
         "the largest micro-batch under fixed-global"),
@@ -178,6 +182,7 @@ def recommend(
                      deadline=deadline, budget=budget, confidence=confidence,
                      epochs=epochs, samples=samples, steps=steps, batch_per_gpu=batch_per_gpu,
                      global_batch=global_batch, batch_policy=batch_policy, precision=precision,
+                     channels_last=channels_last,
                      providers=provider or (), regions=region or (),
                      gpus=gpu or (), max_nodes=max_nodes, artifact=artifact, catalog=catalog,
                      top=top, market=market, max_gpus=max_gpus,
