@@ -26,7 +26,8 @@ maximum of the class's sums. A training step of one worker then costs
       + a_mem * (sum B_c*b + step bytes + optimizer bytes) / BW_mem   (memory-bound classes;
                       the optimizer's once per optimizer step, on its shard under FSDP;
                       under autocast B_c at the widths autocast gives each tensor: a
-                      transformer's residual stream stays fp32, only its GEMMs halve)
+                      transformer's residual stream stays fp32, only its GEMMs halve;
+                      in NCHW, 16-bit convolutions' B_conv once more: cuDNN's transposes)
       + a_fixed                                                  (framework, input)
       + a_launch * T + a_layer * T*b / BW_mem    (per-layer launches; traffic, unsplit cards)
       + a_inter * 2(N-1)/N * G / BW_net                          (ring all-reduce between nodes)
