@@ -250,8 +250,7 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
 
     log_seconds = np.log(step_seconds(features, throughput))
     X = physics.design_matrix(features)
-    prior = {**physics.PRIOR, **(priors or {})}
-    log_prior = np.log([prior[t] for t in physics.TERMS])
+    log_prior = np.log(physics.theta(priors))
     labels = np.asarray(features.get("software", np.zeros(len(X)))).astype(str).reshape(-1)
     stack_names, stack = np.unique(labels, return_inverse=True)
     stack = stack.reshape(-1)

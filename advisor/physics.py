@@ -390,6 +390,8 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
             compute = work * batch / (peak * efficiency[kind])
             act_scale = traffic_scale(features, kind, half)
             traffic = nbytes[kind] * act_scale * batch / bandwidth
+            if kind == "conv":  # what NCHW's transposes move again (below)
+                conv_traffic = traffic
             prior = np.where(tensor[kind], PRIOR["compute_tensor"], PRIOR["compute_fp32"])
             prior = np.where(split, prior, PRIOR["unsplit_fp32"])
             # Which side binds is decided at the prior efficiencies: per operator where the
@@ -415,9 +417,8 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
     out["memory"] = out["memory"] + np.nan_to_num(_optional(features, "step_bytes",
                                                             len(batch))) / bandwidth
     nchw = ~(np.nan_to_num(_optional(features, "channels_last", len(batch))) > 0)
-    transposes = nbytes["conv"] * traffic_scale(features, "conv", half) * batch / bandwidth
     out["memory"] += np.where(split & half & tensor["conv"] & nchw,
-                              LAYOUT_TRANSPOSE_PASSES * transposes, 0.0)
+                              LAYOUT_TRANSPOSE_PASSES * conv_traffic, 0.0)
     return out
 
 
@@ -544,28 +545,30 @@ STEP_PARTS = {
 }
 
 
+def theta(coefficients: dict | None = None) -> np.ndarray:
+    """Coefficients in TERMS order: the fitted ones, PRIOR's for the rest."""
+    coef = {**PRIOR, **(coefficients or {})}
+    return np.array([coef[t] for t in TERMS])
+
+
 def step_parts(features: dict, coefficients: dict | None = None) -> dict[str, np.ndarray]:
     """Seconds of each part (STEP_PARTS) of a worker's step under the physical model: before
     the learned correction and any software stack's effect, and without the parameter
     servers' side, which a smooth maximum sets against the worker's."""
-    coef = {**PRIOR, **(coefficients or {})}
-    design = design_matrix(features)
-    return {part: sum(design[:, TERMS.index(t)] * coef[t] for t in terms)
+    seconds = design_matrix(features) * theta(coefficients)
+    return {part: sum(seconds[:, TERMS.index(t)] for t in terms)
             for part, terms in STEP_PARTS.items()}
 
 
 def host_seconds(features: dict, coefficients: dict | None = None) -> np.ndarray:
     """Seconds the host takes to dispatch a step's kernels: the host's side of the smooth
     maximum, which sets the step where it exceeds the worker's GPU work."""
-    coef = {**PRIOR, **(coefficients or {})}
-    host = SIDES[-1]
-    return design_matrix(features)[:, host] @ np.array([coef[t] for t in TERMS[host]])
+    return _sides(design_matrix(features), theta(coefficients))[-1]
 
 
 def step_time(features: dict, coefficients: dict | None = None) -> np.ndarray:
     """Seconds per step of one worker under the physical model."""
-    coef = {**PRIOR, **(coefficients or {})}
-    return combine(design_matrix(features), np.array([coef[t] for t in TERMS]))
+    return combine(design_matrix(features), theta(coefficients))
 
 
 def cluster_throughput(features: dict, seconds_per_step: np.ndarray) -> np.ndarray:

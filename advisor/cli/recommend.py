@@ -369,7 +369,8 @@ def render(explained: dict) -> list[str]:
 
 
 def _per_step_hint(parts: dict) -> None:
-    """One dim line when most of the pick's step does not grow with the batch."""
+    """One dim line, the first of what to do about the pick's step (`_step_lines`' hints:
+    most of it does not grow with the batch, or the GPU waits on the host), if any."""
     from rich.console import Console
 
     from advisor.explain import step
