@@ -61,10 +61,10 @@ LINK_KEYS = ("interconnect",)
 HOST_KEY = "host_op_us"
 # Optional: 1 where the job keeps its tensors channels-last (NHWC), 0 or absent where it runs
 # PyTorch's default NCHW, whose 16-bit convolutions cuDNN transposes (physics.
-# LAYOUT_TRANSPOSE_PASSES). A trial says so in `extra.channels_last`; without it a published
-# figure is taken as channels-last (tuned recipes run 16-bit convolutions so: DLE's ConvNets
-# benchmark AMP with `--memory-format nhwc`, MXNet's and MLPerf's are NHWC) and a run of the
-# profiler's, whose zoo models are NCHW, as NCHW.
+# LAYOUT_TRANSPOSE_PASSES). A trial says so in `extra.channels_last` (a published row in its
+# `memory_format` column); without it a published figure is taken as channels-last (tuned
+# recipes run 16-bit convolutions so: DLE's ConvNets benchmark AMP with `--memory-format nhwc`,
+# MXNet's and MLPerf's are NHWC) and a run of the profiler's, whose zoo models are NCHW, as NCHW.
 LAYOUT_KEY = "channels_last"
 
 # Per-node network bandwidth when neither the trial nor the catalog says (Gbit/s): GCP gives

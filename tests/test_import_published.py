@@ -313,6 +313,7 @@ def test_binned_bert_phase_2_rows_are_a_stack_of_their_own():
     ("batch_per_gpu", "2.5x", "batch_per_gpu is '2.5x', expected a whole number"),
     ("throughput", "fast", "throughput is 'fast', expected a positive number"),
     ("unit", "it/s", "unit is 'it/s', expected one of img/s, images/s, samples/s, seq/s"),
+    ("memory_format", "NDHWC", "memory_format is 'ndhwc', expected nhwc (channels-last), nchw"),
 ])
 def test_a_bad_cell_is_named_by_its_column(tmp_path, column, value, message):
     rows = list(csv.DictReader(SHIPPED.open(newline="")))
@@ -324,6 +325,27 @@ def test_a_bad_cell_is_named_by_its_column(tmp_path, column, value, message):
         writer.writerow(row)
     with pytest.raises(ImportDataError, match=f"line 2: {re.escape(message)}"):
         load_published(figures)
+
+
+def test_a_recipes_memory_format_reaches_the_features():
+    """Mask R-CNN's README added native NHWC in May 2022 (21.12): its 19.02 and 20.06 figures
+    ran NCHW, as Tacotron 2 and WaveGlow's 1-D convolutions do; a row without the column is a
+    tuned recipe's channels-last."""
+    from advisor.features import LAYOUT_KEY, model_features, trial_features
+
+    rows = _shipped()
+    mask = [r for r in rows if r["model"] == "mask_rcnn" and r["precision"] == "amp"]
+    formats = {r["software"]: r["memory_format"] for r in mask}
+    assert formats == {"pytorch-19.02 container": "nchw", "pytorch-20.06 container": "nchw",
+                       "pytorch-21.12 container": "nhwc"}
+    assert {r["memory_format"] for r in rows if r["model"] in ("tacotron2", "waveglow")} == {
+        "nchw"}
+    resnet = next(r for r in rows if r["model"] == "resnet50" and r["precision"] == "amp")
+    assert resnet["memory_format"] == ""
+    trials = [trial_row(row) for row in (mask[0], resnet, {**resnet, "memory_format": "NCHW"})]
+    assert [t["extra"].get(LAYOUT_KEY) for t in trials] == [False, None, False]
+    features, _, _ = trial_features(trials, model_features())
+    assert features[LAYOUT_KEY].tolist() == [0.0, 1.0, 0.0]
 
 
 def test_a_sources_own_names_for_model_and_gpu_land_on_the_card_and_datasheet(tmp_path):

@@ -14,7 +14,9 @@ keeps it; tok/s without one, transformer_big's token batches, stays tok/s, see
 in_zoo, suspect (notes mark it SUSPECT), notes, model_as_published, gpu_as_published,
 tokens_per_gpu_batch, card (the model
 card at the row's own input size, `matched_card`), import_fingerprint, and network_gbps
-(per-node inter-node bandwidth) where the optional column gives it. Where the optional column
+(per-node inter-node bandwidth) where the optional column gives it, and channels_last where the
+optional `memory_format` says how the recipe held its tensors (`nhwc` or `nchw`; empty: a
+tuned recipe's channels-last, `advisor.features.LAYOUT_KEY`). Where the optional column
 `mean_seq_len` gives the mean length a sequence was padded to (an input pipeline that pads a
 batch only to its longest sequence), that is the trial's `seq_len`, the workload it measured,
 and `extra.max_seq_len` keeps the published maximum.
@@ -28,6 +30,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from advisor.features import LAYOUT_KEY
 from advisor.importers import ImportDataError, ImportResult, already_imported, fingerprint
 from cloud.gpus import gpu_spec
 from gpuadvisor import data
@@ -90,6 +93,21 @@ def samples_per_second(row: dict[str, str], value: float, seq_len: int | None,
         raise ValueError(f"a {row['unit']} figure of {row['model']} needs its seq_len (tokens a "
                          "sequence) to become sequences/s")
     return value
+
+
+# The optional `memory_format` column: how the recipe held its tensors, as channels_last.
+MEMORY_FORMATS = {"nhwc": True, "nchw": False}
+
+
+def _memory_format(row: dict[str, str]) -> dict[str, bool]:
+    """`extra.channels_last` of a row whose `memory_format` says it (nothing where empty)."""
+    given = (row.get("memory_format") or "").strip().lower()
+    if not given:
+        return {}
+    if given not in MEMORY_FORMATS:
+        raise ValueError(f"memory_format is {given[:20]!r}, expected nhwc (channels-last), "
+                         "nchw (PyTorch's default) or empty (a tuned recipe's channels-last)")
+    return {LAYOUT_KEY: MEMORY_FORMATS[given]}
 
 
 def trial_key(row: dict[str, str]) -> str:
@@ -161,7 +179,7 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
         raise ValueError(f"num_gpus {gpus} is not a whole number of GPUs on each of "
                          f"{nodes} nodes")
     extra = ({"network_gbps": _positive(row["network_gbps"], "network_gbps")}
-             if row.get("network_gbps") else {})
+             if row.get("network_gbps") else {}) | _memory_format(row)
     seq_len, max_seq_len = workload_seq_len(row), _int(row["seq_len"], "seq_len")
     if seq_len != max_seq_len:
         extra["max_seq_len"] = max_seq_len
