@@ -45,7 +45,7 @@ nor faster than the host can dispatch its kernels:
 the per-tensor requests each worker's push and pull make; eager frameworks launch kernels
 asynchronously, so the host's dispatch hides behind the GPU's work until a step of many small
 kernels, such as a recurrent decoder's, leaves the GPU waiting on it), with K the kernels a
-step dispatches (the card's trace), b the per-GPU batch, G
+step dispatches (the card's trace, and in 16 bits the casts autocast adds), b the per-GPU batch, G
 gradient bytes, T the model's tensors (a checkpoint's count), N nodes, g GPUs per node, W
 workers, BW_intra the node's GPU link (NVLink/NVSwitch or PCIe of the GPU's generation) and
 BW_net the instance's network. Each coefficient `a` is the inverse of an achieved efficiency
@@ -498,10 +498,17 @@ def design_matrix(features: dict) -> np.ndarray:
                "tensor_memory": tensor_memory * work,
                "allreduce_inter": inter * traffic, "allreduce_intra": intra * traffic,
                "ps_link": ps_link, "ps_server": ps_server, "ps_server_tensor": ps_server_tensor,
-               "host_dispatch": np.nan_to_num(_optional(features, "kernels_per_step",
-                                                        len(batch))) * work
+               "host_dispatch": kernels_per_step(features, len(batch)) * work
                * host_speed(features, len(batch))}
     return np.column_stack([columns[name] for name in TERMS]).astype(float)
+
+
+def kernels_per_step(features: dict, n: int) -> np.ndarray:
+    """The kernels the host dispatches a step: the card's, and in 16 bits the casts autocast
+    adds in front of its 16-bit operators (0 for a card without the columns)."""
+    kernels = np.nan_to_num(_optional(features, "kernels_per_step", n))
+    casts = np.nan_to_num(_optional(features, "autocast_kernels_per_step", n))
+    return kernels + np.where(is_in(features, "precision", HALF_PRECISIONS), casts, 0.0)
 
 
 def host_speed(features: dict, n: int) -> np.ndarray:

@@ -71,6 +71,7 @@ OPERATOR_COLUMNS = [f"{kind}_{what}_per_sample" for kind in OPERATOR_CLASSES
                                                        "conv5x5_flops_per_sample",
                                                        "logits_bytes_per_sample",
                                                        "kernels_per_step",
+                                                       "autocast_kernels_per_step",
                                                        "autocast_activation_bytes_per_sample",
                                                        *STEP_ACTIVATION_COLUMNS.values(),
                                                        *AUTOCAST_BYTES_COLUMNS.values(),

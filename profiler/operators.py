@@ -50,7 +50,13 @@ from gpuadvisor.cards import (
 )
 from gpuadvisor.cards import OPERATOR_CLASSES as CLASSES
 from profiler import zoo
-from profiler.autocast_memory import HALF_BYTES, LOWER_PRECISION_OPS, AutocastWidths
+from profiler.autocast_memory import (
+    FP32_BYTES,
+    FP32_OPS,
+    HALF_BYTES,
+    LOWER_PRECISION_OPS,
+    AutocastWidths,
+)
 
 # The tallies of the convolutions fast algorithms take, by kernel size, inside `conv`.
 FAST_TALLIES = {3: "winograd", 5: "conv5x5"}
@@ -157,6 +163,9 @@ def operator_counter():
             self.widths = AutocastWidths()
             self.backward = False  # set by `trace` between the passes
             self.kernels = 0  # operators that run a kernel (views and allocations excepted)
+            # The casts autocast adds to them (`autocast_casts`), and the weights already cast.
+            self.autocast_kernels = 0
+            self.cast_weights: set[int] = set()
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -192,7 +201,8 @@ def operator_counter():
             16-bit copies: in the forward pass autocast casts each fp32 input to one (reading
             4 bytes an element and writing 2), and the backward pass casts its gradient back
             (2 and 4), both counted as element-wise work where the forward casts it."""
-            sixteen = func._overloadpacket.__name__ in LOWER_PRECISION_OPS
+            name = func._overloadpacket.__name__
+            sixteen, widening = name in LOWER_PRECISION_OPS, name in FP32_OPS
             read = 0.0
             for tensor in tree_leaves((args, kwargs)):
                 if not isinstance(tensor, torch.Tensor):
@@ -201,16 +211,33 @@ def operator_counter():
                     read += tensor.numel() * tensor.element_size()
                     continue
                 width = self.widths.bytes_of(tensor)
+                cast = not self.backward and tensor.dim() > 0
                 if sixteen and width > HALF_BYTES:
-                    if not self.backward and tensor.dim() > 0:
+                    if cast:
                         self.totals["other"][2] += 2 * tensor.numel() * (width + HALF_BYTES)
+                        self.autocast_kernels += self.autocast_casts(tensor)
                     width = HALF_BYTES
+                elif widening and width < FP32_BYTES and cast:
+                    self.autocast_kernels += self.autocast_casts(tensor)
                 read += tensor.numel() * width
             width = self.widths.record(func, args, kwargs, out)
             written = sum(t.numel() * (width if t.is_floating_point() and width
                                        else t.element_size())
                           for t in tree_leaves(out) if isinstance(t, torch.Tensor))
             return read + written
+
+        def autocast_casts(self, tensor) -> int:
+            """Kernels autocast runs to hand an operator this input in its precision (an fp32
+            one to a 16-bit operator, a 16-bit one to an fp32 operator such as layer norm): a
+            cast, and its gradient's cast back where one flows. A weight (a parameter or a view
+            of one) is cast once a step, whatever its uses (autocast caches the copy), an
+            activation at each use (a recurrent decoder casts its state every time step)."""
+            base = tensor if tensor._base is None else tensor._base
+            if base.is_leaf and base.requires_grad:
+                if id(base) in self.cast_weights:
+                    return 0
+                self.cast_weights.add(id(base))
+            return 1 + int(tensor.requires_grad)
 
     return OperatorCounter()
 
@@ -278,6 +305,7 @@ def split_of(model, step) -> dict[str, int]:
         out[f"{tally}_flops_per_sample"] = round(two[tally][0] - one[tally][0])
     out["logits_bytes_per_sample"] = round(two[LOGITS][1] - one[LOGITS][1])
     out["kernels_per_step"] = traced_one.kernels
+    out["autocast_kernels_per_step"] = traced_one.autocast_kernels
     return out
 
 

@@ -83,6 +83,30 @@ def test_counts_traffic_under_autocast_by_hand():
     assert totals["norm"][2] == 2 * 3 * 20 + 4 * 2 * 20 + 4 * (3 * 20 + 2 * 3)
 
 
+def test_autocast_casts_a_weight_once_a_step_and_an_activation_at_each_use():
+    """`autocast_kernels_per_step`: the casts autocast runs in front of 16-bit operators. A
+    layer applied three times (a recurrent cell) casts its weight and bias once (autocast caches
+    a parameter's copy) and its fp32 input at each use; layer norm, which autocast runs in
+    fp32, casts the cell's 16-bit output up at each use; each cast of a tensor that needs a
+    gradient has a cast back in the backward pass; the data needs none."""
+    from profiler.operators import split_of
+
+    with torch.device("meta"):
+        cell, norm = torch.nn.Linear(8, 8), torch.nn.LayerNorm(8)
+
+    def step(batch):
+        state = torch.empty(batch, 8, device="meta")  # the data: cast, no gradient
+        for _ in range(3):  # layer norm writes fp32, so the cell's input is cast at each use
+            state = norm(cell(state))
+        return state.sum()
+
+    card = split_of(torch.nn.ModuleList([cell, norm]), step)
+    weights = 2 * 2  # weight and bias: a cast and a cast back, once
+    activations = 1 + 2 * 2  # the data's cast; two normalised states, each cast and back
+    widened = 3 * 2  # each cell output cast up for layer norm, and back
+    assert card["autocast_kernels_per_step"] == weights + activations + widened
+
+
 def test_fast_algorithms_count_only_3x3_and_5x5_stride_1_dense_convolutions():
     from profiler.operators import FAST_TALLIES, operator_counter
 

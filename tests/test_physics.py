@@ -341,9 +341,26 @@ def test_a_step_of_many_small_kernels_waits_on_the_host_whatever_the_gpu():
     assert resnet_host < 0.1 * resnet
     v100, host = step("tacotron2", "V100", 32)
     b200, _ = step("tacotron2", "B200", 32)
-    assert host == pytest.approx(physics.PRIOR["host_dispatch"]
-                                 * cards["tacotron2"]["kernels_per_step"])
+    assert host == pytest.approx(physics.PRIOR["host_dispatch"] * (
+        cards["tacotron2"]["kernels_per_step"] + cards["tacotron2"]["autocast_kernels_per_step"]))
     assert b200 >= host > 0.5 * v100  # the B200 waits on the same host
+
+
+def test_autocast_casts_add_to_the_hosts_kernels_in_16_bits_only():
+    """In amp and bf16 the host also dispatches autocast's casts (the card's
+    `autocast_kernels_per_step`); in fp32 and tf32 it dispatches the card's kernels alone."""
+    card = {k: v for k, v in model_features()["bert_large"].items()
+            if v is not None and k not in ("image_size", "seq_len")}
+    precisions = ("fp32", "tf32", "amp", "bf16")
+    features = to_arrays([candidate(gpu="A100-80GB", precision=p, batch_per_gpu=8, **card)
+                          for p in precisions])
+    kernels = physics.kernels_per_step(features, len(precisions))
+    casts = card["autocast_kernels_per_step"]
+    assert casts > 0
+    assert kernels.tolist() == [card["kernels_per_step"]] * 2 + [
+        card["kernels_per_step"] + casts] * 2
+    host = physics.host_seconds(features)
+    assert host[2] == pytest.approx(host[0] * kernels[2] / kernels[0])
 
 
 def test_a_slower_host_dispatches_the_same_kernels_slower():
