@@ -19,7 +19,7 @@ import numpy as np
 from advisor.errors import ParameterError
 from advisor.memory import ModelMemory, optimizer_for
 from gpuadvisor.cards import INPUT_SIZE, base_model, card_name, matching_card, sized_card_names
-from gpuadvisor.vocab import BATCH_POLICIES, VocabError, check_precision
+from gpuadvisor.vocab import BATCH_POLICIES, HALF_PRECISIONS, VocabError, check_precision
 
 # Counts as people write them: 20B tokens, 1.28M samples, 90k steps (decimal, as LLM papers
 # count tokens).
@@ -28,6 +28,10 @@ COUNT_SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 # names one: its per-GPU batch on the 8-GPU node the zoo's reference recipes were published on.
 RECIPE_GPUS = 8
 MAX_AMOUNT = 1e15  # epochs, samples, steps, batches: beyond any training run
+# A split card's kernel counts (gpuadvisor.cards), which cards made by an older profiler lack,
+# and what the estimator leaves unpriced without them.
+KERNEL_COUNTS = {"kernels_per_step": "the host's dispatch of its kernels",
+                 "autocast_kernels_per_step": "autocast's casts among them"}
 
 
 class WorkloadError(ParameterError):
@@ -87,6 +91,20 @@ class Workload:
                 "gradient_bytes": self.gradient_bytes,
                 "activation_bytes": self.activation_bytes_per_sample, "tensors": self.tensors,
                 **self.operators}
+
+    def card_warnings(self) -> list[str]:
+        """What the card cannot price: a split card without the kernel counts (made by an
+        older profiler) leaves the host's side of a step unpriced, too fast where it binds."""
+        if self.operators.get("matmul_flops_per_sample") is None:
+            return []  # priced from totals and per-tensor costs, as CM-DARE's cards are
+        missing = [column for column in KERNEL_COUNTS if self.operators.get(column) is None
+                   and (column == "kernels_per_step" or self.precision in HALF_PRECISIONS)]
+        if not missing:
+            return []
+        return [f"card {self.card or self.model} has no {' or '.join(missing)} (made by an "
+                f"older profiler), so {' and '.join(KERNEL_COUNTS[c] for c in missing)} go "
+                "unpriced and a step of many small kernels is predicted too fast; make the "
+                "card again with `profiler card ... --save`"]
 
     def describe(self) -> dict:
         amount = (

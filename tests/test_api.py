@@ -382,6 +382,31 @@ def test_a_card_size_the_model_does_not_take_names_the_parameter():
     assert raised.value.parameters == ("seq_len", "image_size")
 
 
+def test_a_card_made_before_the_kernel_counts_warns_that_its_host_goes_unpriced(tmp_path):
+    """A split card without `kernels_per_step` (an older profiler's) prices no host side: the
+    result says so, and `advisor recommend` prints it; a current card warns nothing."""
+    from gpuadvisor.cards import load_cards
+
+    card = {k: v for k, v in load_cards()["resnet50"].items() if v is not None}
+    old = {k: v for k, v in card.items() if "kernels_per_step" not in k} | {"model": "my_net"}
+    path = tmp_path / "my_net.json"
+    path.write_text(json.dumps(old))
+    result = advisor.recommend(card=path, deadline="7d", precision="amp")
+    warned = [w for w in result.warnings if "my_net has no" in w]
+    assert len(warned) == 1
+    assert "kernels_per_step or autocast_kernels_per_step" in warned[0]
+    assert "`profiler card ... --save`" in warned[0]
+    # in fp32 only the host's own count is missing; with both counts, no warning
+    fp32 = advisor.recommend(card=path, deadline="7d", precision="fp32")
+    assert any("no kernels_per_step (made" in w for w in fp32.warnings)
+    path.write_text(json.dumps(card | {"model": "my_net"}))
+    current = advisor.recommend(card=path, deadline="7d", precision="amp")
+    assert not any("has no" in w for w in current.warnings)
+    path.write_text(json.dumps(old))
+    printed = recommend("--card", str(path), "--deadline", "7d")
+    assert printed.exit_code == 0 and "my_net has no kernels_per_step" in printed.stderr
+
+
 def test_fixed_per_gpu_warns_that_convergence_changes_and_fixed_global_does_not():
     grown = advisor.recommend("resnet18", deadline="2d", batch_policy="fixed-per-gpu",
                               batch_per_gpu=64, top=50)
