@@ -232,7 +232,8 @@ class Artifact:
         spec = self.doc["throughput"]
         value = physics.cluster_throughput(features, self.step_time(features))
         measured = spec["seen"]["configs"]
-        keys, inverse = unique_keys(*(physics.codes(features, c) for c in CONFIG_COLUMNS))
+        keys, inverse = unique_keys(*(physics.codes(features, c) for c in CONFIG_COLUMNS),
+                                    physics.nchw_transposes(features))
         is_measured = np.array([k in measured for k in keys], dtype=bool)[inverse]
         workers = range_axis(features, "workers")
         is_measured &= plain_layout(features, len(value))  # a measurement is of plain DDP
@@ -354,14 +355,17 @@ class Artifact:
 
 
 # What makes two rows the same configuration; the work per sample tells apart the input sizes
-# a model was measured at (BERT-Large at 128 and at 384 tokens are different measurements).
+# a model was measured at (BERT-Large at 128 and at 384 tokens are different measurements),
+# and, after them, whether cuDNN transposes its convolutions (physics.nchw_transposes: a
+# ResNet-50 in AMP kept channels-last is not the NCHW one; a BERT in either format is one).
 CONFIG_COLUMNS = ("model", "gpu", "precision", "sync", "nodes", "gpus_per_node",
                   "batch_per_gpu", "ps_count", "flops_per_sample")
 
 
 def config_keys(features: dict) -> np.ndarray:
     """One string per row naming a training configuration exactly."""
-    keys, inverse = unique_keys(*(features[c] for c in CONFIG_COLUMNS))
+    keys, inverse = unique_keys(*(features[c] for c in CONFIG_COLUMNS),
+                                physics.nchw_transposes(features))
     return np.array(keys, dtype=str)[inverse]
 
 

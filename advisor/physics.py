@@ -416,10 +416,25 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
             out["memory"] += traffic
     out["memory"] = out["memory"] + np.nan_to_num(_optional(features, "step_bytes",
                                                             len(batch))) / bandwidth
-    nchw = ~(np.nan_to_num(_optional(features, "channels_last", len(batch))) > 0)
-    out["memory"] += np.where(split & half & tensor["conv"] & nchw,
+    out["memory"] += np.where(_transposed(features, split & half & tensor["conv"]),
                               LAYOUT_TRANSPOSE_PASSES * conv_traffic, 0.0)
     return out
+
+
+def _transposed(features: dict, tensor_core_convs: np.ndarray) -> np.ndarray:
+    """Of the rows whose split card's convolutions run on 16-bit tensor cores, those in NCHW."""
+    channels_last = _optional(features, "channels_last", len(tensor_core_convs))
+    return tensor_core_convs & ~(np.nan_to_num(channels_last) > 0)
+
+
+def nchw_transposes(features: dict) -> np.ndarray:
+    """Rows whose convolutions cuDNN transposes (LAYOUT_TRANSPOSE_PASSES): a split card's
+    convolutions on 16-bit tensor cores, in NCHW. Elsewhere the memory format changes nothing
+    the physics prices, so a measurement in either format is of the same configuration."""
+    flops, _, split = operator_work(features)
+    half = is_in(features, "precision", HALF_PRECISIONS)
+    return _transposed(features, split & half & on_tensor_cores(features)["conv"]
+                       & (flops["conv"] > 0))
 
 
 def traffic_scale(features: dict, kind: str, half: np.ndarray) -> np.ndarray:

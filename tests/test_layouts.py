@@ -116,7 +116,8 @@ def test_a_measurement_of_plain_ddp_does_not_answer_for_another_layout():
                "nodes": np.ones(2), "gpus_per_node": np.full(2, 8),
                "batch_per_gpu": np.full(2, 256),
                "spot": np.zeros(2, bool), "network_gbps": np.full(2, 400.0),
-               "accumulation": np.array([1, 2])}
+               "accumulation": np.array([1, 2]),
+               "channels_last": np.ones(2)}  # NVIDIA's recipe, which measured it
     features = configuration_features(configs, model_features())
     prediction = load_artifact().predict("throughput", features)
     assert prediction.provenance.tolist() == ["measured", "interpolated"]
