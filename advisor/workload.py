@@ -101,8 +101,9 @@ class Workload:
                    and (column == "kernels_per_step" or self.precision in HALF_PRECISIONS)]
         if not missing:
             return []
+        unpriced = " and ".join(KERNEL_COUNTS[column] for column in missing)
         return [f"card {self.card or self.model} has no {' or '.join(missing)} (made by an "
-                f"older profiler), so {' and '.join(KERNEL_COUNTS[c] for c in missing)} go "
+                f"older profiler), so {unpriced} {'go' if len(missing) > 1 else 'goes'} "
                 "unpriced and a step of many small kernels is predicted too fast; make the "
                 "card again with `profiler card ... --save`"]
 
