@@ -205,16 +205,20 @@ def recommend(
 
 def pick_step(features, row: int, estimator) -> dict[str, float]:
     """Seconds of each part of the picked plan's step under the fitted physics
-    (advisor.physics.step_parts), and the host's dispatch of its kernels (`host`)."""
+    (advisor.physics.step_parts), the host's dispatch of its kernels (`host`), and what
+    cuDNN's NCHW transposes take of its memory-bound work (`transposes`: what the same step
+    kept channels-last would not spend)."""
     from advisor import physics
-    from advisor.explain import HOST_PART
+    from advisor.explain import HOST_PART, TRANSPOSES_PART
     from advisor.features import take
 
     pick = take(features, [row])
     coefficients = estimator.doc["throughput"]["coefficients"]
     parts = physics.step_parts(pick, coefficients)
+    channels_last = physics.step_parts({**pick, "channels_last": np.ones(1)}, coefficients)
     return {**{part: float(seconds[0]) for part, seconds in parts.items()},
-            HOST_PART: float(physics.host_seconds(pick, coefficients)[0])}
+            HOST_PART: float(physics.host_seconds(pick, coefficients)[0]),
+            TRANSPOSES_PART: float(parts["memory"][0] - channels_last["memory"][0])}
 
 
 def fastest_layouts(candidates, work, estimator):

@@ -95,18 +95,22 @@ def filtered(plans: Plans) -> list[dict]:
 # this share of a step, fewer and larger steps (a larger global batch) spend less on them.
 PER_STEP_BOUND_SHARE = 0.5
 PER_STEP_PARTS = ("communication", "per_step")
-# The host's dispatch of the step's kernels (physics.host_seconds), beside the GPU's parts.
+# The host's dispatch of the step's kernels (physics.host_seconds), beside the GPU's parts,
+# and the part of its memory-bound work that is cuDNN's NCHW transposes (physics.
+# nchw_transposes), which a job kept channels-last does not spend.
 HOST_PART = "host"
+TRANSPOSES_PART = "transposes"
 
 
 def step(parts: dict[str, float] | None) -> dict | None:
-    """The pick's step (physics.step_parts of its configuration, in seconds, and the host's
-    dispatch under HOST_PART): the GPU's work, each part's share of it, the share that does
-    not grow with the batch, and whether the host's dispatch outlasts the GPU's work."""
+    """The pick's step (physics.step_parts of its configuration, in seconds, the host's
+    dispatch under HOST_PART and the NCHW transposes under TRANSPOSES_PART): the GPU's work,
+    each part's share of it, the share that does not grow with the batch, whether the host's
+    dispatch outlasts the GPU's work, and what the transposes take of it."""
     if not parts:
         return None
     parts = dict(parts)
-    host = parts.pop(HOST_PART, 0.0)
+    host, transposes = parts.pop(HOST_PART, 0.0), parts.pop(TRANSPOSES_PART, 0.0)
     total = sum(parts.values())
     if not total > 0:
         return None
@@ -114,7 +118,8 @@ def step(parts: dict[str, float] | None) -> dict | None:
     fixed = sum(parts[part] for part in PER_STEP_PARTS) / total
     return {"seconds": round(total, 4), "shares": shares, "per_step_share": round(fixed, 3),
             "per_step_bound": fixed >= PER_STEP_BOUND_SHARE, "host_seconds": round(host, 4),
-            "host_bound": host >= total}
+            "host_bound": host >= total, "transposes_seconds": round(transposes, 4),
+            "transposes_share": round(transposes / total, 3)}
 
 
 def explanation(plans: Plans, lifetime, sources: dict | None = None,

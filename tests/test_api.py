@@ -136,6 +136,27 @@ def test_channels_last_jobs_skip_the_transposes_of_16_bit_convolutions():
     assert one_gpu("bert_large", "amp", True) == one_gpu("bert_large", "amp", False)
 
 
+def test_explain_says_what_the_nchw_transposes_take_of_the_step():
+    """The pick's step names the share cuDNN's transposes of NCHW tensors take (none kept
+    channels-last, none in FP32, none without convolutions), and the text names the remedy."""
+    from advisor.cli.recommend import render
+
+    def explained(model, precision, channels_last=False):
+        return advisor.recommend(model, deadline="300d", precision=precision, gpus="V100",
+                                 max_gpus=1, channels_last=channels_last, top=1).explain()
+
+    nchw = explained("resnet50", "amp")
+    step = nchw["step"]
+    assert 0.05 < step["transposes_share"] < 0.5
+    assert step["transposes_seconds"] == pytest.approx(step["transposes_share"]
+                                                       * step["seconds"], rel=0.01)
+    assert any("--channels-last) does not spend it" in line for line in render(nchw))
+    for quiet in (explained("resnet50", "amp", channels_last=True),
+                  explained("resnet50", "fp32"), explained("bert_large", "amp")):
+        assert quiet["step"]["transposes_seconds"] == 0
+        assert not any("transposing" in line for line in render(quiet))
+
+
 def test_a_deadline_the_host_cannot_meet_points_at_larger_steps_not_faster_gpus():
     """Tacotron 2 in an hour: even the fastest plan's GPUs wait on their host, so the error
     names fewer, larger steps instead of 16-bit precision."""

@@ -403,6 +403,11 @@ def _step_lines(step: dict | None) -> list[str]:
                      "step's kernels, longer than the GPU's work: the GPU waits on it, so a "
                      "faster GPU gains little; a larger per-GPU batch or a compiled step "
                      "(torch.compile, CUDA graphs) gains more")
+    if step.get("transposes_seconds", 0) > 0:
+        lines.append(f"  {step['transposes_share']:.0%} of it is cuDNN transposing NCHW "
+                     "tensors around the 16-bit convolutions: a job kept channels-last "
+                     "(model.to(memory_format=torch.channels_last), priced with "
+                     "--channels-last) does not spend it")
     return lines
 
 
