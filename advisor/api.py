@@ -4,7 +4,8 @@ arguments, calls this and renders the result. numpy only: no torch, pandas, scik
 cloud SDK on this path.
 
 Errors are `advisor.errors.AdvisorError`s naming the API's parameters; warnings (a stale
-catalog, a card without kernel counts) are data on the result, never printed.
+catalog, a card without kernel counts, channels-last where it changes nothing) are data on
+the result, never printed.
 """
 
 from __future__ import annotations
@@ -164,7 +165,7 @@ def recommend(
                           global_batch=global_batch, batch_policy=batch_policy,
                           channels_last=channels_last)
     offerings, as_of, stale = _catalog(catalog)
-    stale = [*stale, *work.card_warnings()]
+    stale = [*stale, *work.warnings()]
     filters = Filters(_names(providers, "providers"), _names(regions, "regions"),
                       _names(gpus, "gpus"), max_nodes)
     candidates = enumerate_candidates(offerings, work, filters)

@@ -92,20 +92,32 @@ class Workload:
                 "activation_bytes": self.activation_bytes_per_sample, "tensors": self.tensors,
                 **self.operators}
 
-    def card_warnings(self) -> list[str]:
-        """What the card cannot price: a split card without the kernel counts (made by an
-        older profiler) leaves the host's side of a step unpriced, too fast where it binds."""
-        if self.operators.get("matmul_flops_per_sample") is None:
-            return []  # priced from totals and per-tensor costs, as CM-DARE's cards are
+    def warnings(self) -> list[str]:
+        """What the workload asks that the estimator cannot price or that changes nothing:
+        a split card without the kernel counts (made by an older profiler) leaves the host's
+        side of a step unpriced, too fast where it binds; channels-last changes only 16-bit
+        convolutions (cuDNN's NCHW transposes)."""
+        name = self.card or self.model
+        notes = []
+        # a card without the split is priced from totals and per-tensor costs (CM-DARE's)
+        split = self.operators.get("matmul_flops_per_sample") is not None
         missing = [column for column in KERNEL_COUNTS if self.operators.get(column) is None
                    and (column == "kernels_per_step" or self.precision in HALF_PRECISIONS)]
-        if not missing:
-            return []
-        unpriced = " and ".join(KERNEL_COUNTS[column] for column in missing)
-        return [f"card {self.card or self.model} has no {' or '.join(missing)} (made by an "
-                f"older profiler), so {unpriced} {'go' if len(missing) > 1 else 'goes'} "
-                "unpriced and a step of many small kernels is predicted too fast; make the "
-                "card again with `profiler card ... --save`"]
+        if missing and split:
+            unpriced = " and ".join(KERNEL_COUNTS[column] for column in missing)
+            notes.append(f"card {name} has no {' or '.join(missing)} (made by an older "
+                         f"profiler), so {unpriced} {'go' if len(missing) > 1 else 'goes'} "
+                         "unpriced and a step of many small kernels is predicted too fast; "
+                         "make the card again with `profiler card ... --save`")
+        if self.channels_last and self.precision not in HALF_PRECISIONS:
+            notes.append(f"channels-last changes nothing priced in {self.precision}: only "
+                         "16-bit convolutions pay cuDNN's NCHW transposes")
+        elif self.channels_last and not self.operators.get("conv_flops_per_sample"):
+            has = ("no dense convolutions" if split
+                   else "no operator split, so its convolutions are not priced apart")
+            notes.append(f"channels-last changes nothing priced for {name}: its card has "
+                         f"{has}")
+        return notes
 
     def describe(self) -> dict:
         amount = (

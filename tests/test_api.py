@@ -136,6 +136,30 @@ def test_channels_last_jobs_skip_the_transposes_of_16_bit_convolutions():
     assert one_gpu("bert_large", "amp", True) == one_gpu("bert_large", "amp", False)
 
 
+def test_channels_last_where_it_changes_nothing_says_so():
+    """Channels-last spares only 16-bit convolutions their transposes: asked for in fp32, or
+    for a model without dense convolutions, the plan is the NCHW one and a warning says why."""
+    def warnings(model, precision, channels_last):
+        return advisor.recommend(model, deadline="300d", precision=precision, gpus="V100",
+                                 max_gpus=1, channels_last=channels_last, top=1).warnings
+
+    assert any("changes nothing priced in fp32" in w for w in warnings("resnet50", "fp32", True))
+    assert any("bert_large: its card has no dense convolutions" in w
+               for w in warnings("bert_large", "amp", True))
+    assert not any("channels-last" in w for w in warnings("resnet50", "amp", True)
+                   + warnings("bert_large", "amp", False))
+    # a card without the operator split prices its convolutions with the rest of the model
+    from advisor.workload import build_workload
+    from gpuadvisor.cards import OPERATOR_COLUMNS, load_cards
+
+    cards = load_cards()
+    whole = {k: v for k, v in cards["resnet50"].items() if k not in OPERATOR_COLUMNS}
+    work = build_workload({**cards, "resnet50": whole}, "resnet50", precision="amp",
+                          channels_last=True)
+    assert work.warnings() == ["channels-last changes nothing priced for resnet50: its card "
+                               "has no operator split, so its convolutions are not priced apart"]
+
+
 def test_explain_says_what_the_nchw_transposes_take_of_the_step():
     """The pick's step names the share cuDNN's transposes of NCHW tensors take (none kept
     channels-last, none in FP32, none without convolutions), and the text names the remedy."""
