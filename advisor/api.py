@@ -4,8 +4,7 @@ arguments, calls this and renders the result. numpy only: no torch, pandas, scik
 cloud SDK on this path.
 
 Errors are `advisor.errors.AdvisorError`s naming the API's parameters; warnings (a stale
-catalog, a card without kernel counts, channels-last where it changes nothing) are data on
-the result, never printed.
+catalog, the workload's own: `Workload.warnings`) are data on the result, never printed.
 """
 
 from __future__ import annotations
@@ -195,10 +194,6 @@ def recommend(
     pick = plans[0]
     sources = estimator.overhead_sources(pick["provider"], pick["gpu"], pick["market"] == "spot")
     step = pick_step(features, ranking.pick, estimator)
-    if work.batch_policy == "fixed-per-gpu":
-        stale = [*stale, f"fixed-per-gpu: the global batch grows with the cluster "
-                 f"({work.batch_per_gpu} per GPU); convergence changes with it, so the epochs "
-                 "or steps may not reach the same accuracy (Or et al. 2020)"]
     return Recommendation(plans, work, ranking, as_of,
                           {key: estimator.doc.get(key) for key in ("schema_version", "fitted_at")},
                           lifetimes, stale, sources, step)

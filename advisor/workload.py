@@ -93,12 +93,16 @@ class Workload:
                 **self.operators}
 
     def warnings(self) -> list[str]:
-        """What the workload asks that the estimator cannot price or that changes nothing:
-        a split card without the kernel counts (made by an older profiler) leaves the host's
-        side of a step unpriced, too fast where it binds; channels-last changes only 16-bit
-        convolutions (cuDNN's NCHW transposes)."""
+        """What the workload asks that the plans cannot honour or that changes nothing: a
+        per-GPU batch kept fixed changes convergence; a split card without the kernel counts
+        (made by an older profiler) leaves the host's side of a step unpriced, too fast where
+        it binds; channels-last changes only 16-bit convolutions (cuDNN's NCHW transposes)."""
         name = self.card or self.model
         notes = []
+        if self.batch_policy == "fixed-per-gpu":
+            notes.append(f"fixed-per-gpu: the global batch grows with the cluster "
+                         f"({self.batch_per_gpu} per GPU); convergence changes with it, so the "
+                         "epochs or steps may not reach the same accuracy (Or et al. 2020)")
         # a card without the split is priced from totals and per-tensor costs (CM-DARE's)
         split = self.operators.get("matmul_flops_per_sample") is not None
         missing = [column for column in KERNEL_COUNTS if self.operators.get(column) is None
