@@ -12,7 +12,7 @@ otherwise fall back to the math path, which stores every attention matrix.
 from __future__ import annotations
 
 import weakref
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import date
 
 from gpuadvisor.cards import STEP_ACTIVATION_COLUMNS, card_name, check_input_size
@@ -68,13 +68,23 @@ def _fused_dropout(input, p=0.5, training=True, inplace=False):
 @contextmanager
 def _gpu_kernels():
     """The card's trace runs the kernels a GPU runs where the meta device's differ: fused
-    memory-efficient attention, and fused dropout."""
+    memory-efficient attention, and fused dropout. BART's decoder builds an all-ones padding
+    mask and transformers reads it (on a GPU, a sync) to pick the causal attention kernel; the
+    meta device cannot read it, so the decoder builds none, as under compilation, and goes
+    to that kernel directly."""
+    import sys
+    from unittest import mock
+
     import torch.nn.functional as F
 
     originals = F.scaled_dot_product_attention, F.dropout
     F.scaled_dot_product_attention, F.dropout = _efficient_sdpa, _fused_dropout
+    bart = sys.modules.get("transformers.models.bart.modeling_bart")
+    no_mask = (mock.patch.object(bart, "is_torchdynamo_compiling", lambda: True) if bart
+               else nullcontext())
     try:
-        yield
+        with no_mask:
+            yield
     finally:
         F.scaled_dot_product_attention, F.dropout = originals
 

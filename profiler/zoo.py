@@ -59,7 +59,7 @@ class FixedInputError(GpuAdvisorError, ValueError):
 class ZooEntry:
     name: str
     family: str  # resnet | cifar_resnet | resnext | densenet | ssd | alexnet | vgg |
-    # inception | inception_v4 | vit | bert | gpt2 | llama | transformer_xl | gnmt |
+    # inception | inception_v4 | vit | bert | bart | gpt2 | llama | transformer_xl | gnmt |
     # transformer | convnext | mobilenet_v2 | efficientnet | ncf | waveglow | mask_rcnn |
     # tacotron2
     task: str  # image | text | recommendation (no input size: image_size and seq_len None)
@@ -125,6 +125,22 @@ def _bert(name, hidden, layers, heads, batch) -> ZooEntry:
                     "sequences = 40 epochs; phase-1 sequence length 128",
                     {"hidden_size": hidden, "num_hidden_layers": layers,
                      "num_attention_heads": heads, "intermediate_size": 4 * hidden})
+
+
+def _bart(name, hidden, layers, heads, batch) -> ZooEntry:
+    """BART (Lewis et al. 2020) as NVIDIA's DeepLearningExamples pre-train it
+    (PyTorch/LanguageModeling/BART, README.md@305744e6): phase 1 reconstructs sequences of 128
+    tokens from their corruptions, 95,040 steps of 64,000 sequences (scripts/run_pretraining.sh
+    defaults: 200 a GPU); the decoder predicts every position, over BART's 50,265 tokens."""
+    return ZooEntry(name, "bart", "text", "wikipedia+common-crawl+openwebtext",
+                    95_040 * 64_000, 1, None, 128, batch,
+                    "NVIDIA DeepLearningExamples BART pre-training phase 1: 95,040 steps x "
+                    "64,000 sequences of 128 tokens",
+                    {"d_model": hidden, "encoder_layers": layers, "decoder_layers": layers,
+                     "encoder_attention_heads": heads, "decoder_attention_heads": heads,
+                     "encoder_ffn_dim": 4 * hidden, "decoder_ffn_dim": 4 * hidden,
+                     "vocab_size": 50_265, "max_position_embeddings": 1024,
+                     "use_cache": False})  # training keeps no decoder cache
 
 
 def _gpt2(name, hidden, layers, heads, batch) -> ZooEntry:
@@ -203,6 +219,7 @@ ZOO: dict[str, ZooEntry] = {
         _vit("vit_l16", 1024, 24, 16, 64),
         _bert("bert_base", 768, 12, 12, 32),
         _bert("bert_large", 1024, 24, 16, 16),
+        _bart("bart_large", 1024, 12, 16, 200),
         _gpt2("gpt2", 768, 12, 12, 12),
         _gpt2("gpt2_medium", 1024, 24, 16, 8),
         # Shapes from the config.json of meta-llama/Llama-3.2-1B, Llama-3.1-8B, Llama-3.1-70B.
@@ -314,6 +331,7 @@ _CLASSES = {
     "mobilenet_v2": ("MobileNetV2Config", "MobileNetV2ForImageClassification"),
     "efficientnet": ("EfficientNetConfig", "EfficientNetForImageClassification"),
     "bert": ("BertConfig", "BertForMaskedLM"),
+    "bart": ("BartConfig", "BartForConditionalGeneration"),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel"),
     "llama": ("LlamaConfig", "LlamaForCausalLM"),
 }
@@ -410,7 +428,7 @@ def build_config(name: str, image_size: int | None = None, seq_len: int | None =
         extra["image_size"] = image_size
     elif entry.family == "gpt2":
         extra["n_positions"] = max(1024, seq_len)
-    elif entry.family == "llama":  # RoPE: positions are not parameters
+    elif entry.family in ("llama", "bart"):  # their published position tables
         extra["max_position_embeddings"] = max(entry.config["max_position_embeddings"], seq_len)
     else:
         extra["max_position_embeddings"] = max(512, seq_len)
@@ -460,7 +478,7 @@ def synthetic_batch(name: str, batch_per_gpu: int, device, image_size: int | Non
     if entry.family == "bert":  # predict a random 15% of positions, ignore the rest
         masked = torch.rand(batch_per_gpu, seq_len, generator=generator) < MLM_PROBABILITY
         labels = torch.where(masked, ids, torch.full_like(ids, -100))
-    else:  # causal LM: the model shifts the labels itself
+    else:  # causal LM (or BART's reconstruction): the model shifts the labels itself
         labels = ids.clone()
     return {"input_ids": ids.to(device), "labels": labels.to(device)}
 

@@ -55,9 +55,10 @@ def test_hand_checked_counts():
     # + 16 Transformer-big rows (DLE's README, 22.06: DGX-1, DGX-2, 4 GPUs DGX A100) on 2026-11-27
     # + 80 rows of DLE's TensorFlow READMEs on 2026-11-27 (ResNeXt101 and SE-ResNeXt101 20.06-tf1
     # with XLA, Transformer-XL base, NCF 20.07-tf1, TF2 EfficientNet-B0/B4; A100, V100)
-    # + 32 Mask R-CNN rows (20.06, 21.12), 12 WaveGlow and 12 Tacotron 2 rows on 2026-11-28.
+    # + 32 Mask R-CNN rows (20.06, 21.12), 12 WaveGlow and 12 Tacotron 2 rows on 2026-11-28
+    # + 16 BART-large pre-training rows (DLE's README, 22.08; 1-320 A100s, TF32 and BF16).
     rows = _shipped()
-    assert len(rows) == 886
+    assert len(rows) == 902
     per_model = {}
     for r in rows:
         per_model[r["model"]] = per_model.get(r["model"], 0) + 1
@@ -68,7 +69,12 @@ def test_hand_checked_counts():
                          "transformer_xl_base": 58, "transformer_xl_large": 42, "gnmt_v2": 14,
                          "ssd300": 21, "nnunet_2d": 24, "nnunet_3d": 22, "dlrm": 2,
                          "mask_rcnn": 59, "inception_v3": 58, "vgg16": 32, "alexnet": 22,
-                         "ncf": 30, "waveglow": 12, "tacotron2": 12}
+                         "ncf": 30, "waveglow": 12, "tacotron2": 12, "bart_large": 16}
+    bart = {(r["num_gpus"], r["seq_len"], r["precision"]): (r["batch_per_gpu"], r["throughput"])
+            for r in rows if r["model"] == "bart_large"}
+    assert bart[("1", "128", "bf16")] == ("200", "326.53")
+    assert bart[("320", "512", "tf32")] == ("16", "11636.36")
+    assert {r["unit"] for r in rows if r["model"] == "bart_large"} == {"seq/s"}
     bert = [r for r in rows if r["model"] == "bert_large"]
     assert sum(r["model_as_published"] == "bert-large-pretraining-phase1" for r in bert) == 54
     assert sum(r["model_as_published"] == "bert-large-pretraining-phase2" for r in bert) == 54
@@ -129,11 +135,11 @@ def test_multi_node_rows_are_imported_across_nodes(tmp_path):
     # 2-8 DGX-2H nodes of 16 V100s: Transformer-XL large, 6.
     # and MLPerf's 8-node ResNet-50 run.
     # and TensorFlow's 2-8 p2.8xlarge instances of 8 K80s at 10 Gb/s, 9 (ResNet) + 6
-    # (InceptionV3).
+    # (InceptionV3); and BART pre-training on 20 and 40 DGX A100 nodes, 8.
     dgx_a100 = [t for t in multi if t["gpu_type"] == "A100-80GB"]
-    assert len(dgx_a100) == 41 and len(multi) == 62
+    assert len(dgx_a100) == 49 and len(multi) == 70
     assert {t["gpus_per_node"] for t in dgx_a100} == {8}
-    assert {t["nodes"] for t in dgx_a100} == {2, 4, 8, 16, 32}
+    assert {t["nodes"] for t in dgx_a100} == {2, 4, 8, 16, 20, 32, 40}
     (mlperf,) = [t for t in dgx_a100 if t["model"] == "resnet50"]
     assert (mlperf["nodes"], mlperf["batch_per_gpu"], mlperf["throughput"]) == (8, 204, 198704)
     assert all(t["extra"]["network_gbps"] == 1600 for t in dgx_a100)
@@ -203,7 +209,7 @@ def test_names_match_the_zoo_and_the_catalog():
         if r["model"] == "transformer_big":  # target tokens a pair adds to DLE's tok/s
             assert r["seq_len"] == "31" and "tokens a sentence pair" in r["notes"]
             assert int(r["batch_per_gpu"]) == round(int(r["tokens_per_gpu_batch"]) / 35.25)
-    assert {r["precision"] for r in _shipped()} == {"fp32", "tf32", "amp"}
+    assert {r["precision"] for r in _shipped()} == {"fp32", "tf32", "amp", "bf16"}
     for r in _shipped():
         assert r["precision"] != "tf32" or r["gpu"].startswith("A100")
         assert r["precision"] != "fp32" or not gpu_spec(r["gpu"]).tf32  # V100, P100, K80

@@ -27,6 +27,7 @@ REFERENCE_PARAMS = {
     "resnet18_cifar": 11_173_962,
     "resnet50_cifar": 23_520_842,
     "bert_base": 109_514_298,  # bert-base-uncased with its tied MLM head
+    "bart_large": 406_291_456,  # facebook/bart-large, its LM head tied to the embeddings
     "gpt2": 124_439_808,
     "gpt2_medium": 354_823_168,
     # meta-llama's model cards: Llama 3.2 1B, Llama 3.1 8B and 70B
@@ -53,6 +54,32 @@ def test_parameter_count_matches_reference_implementation(name):
     with torch.device("meta"):
         model = zoo.build_model(name)
     assert count(model) == REFERENCE_PARAMS[name]
+
+
+def test_bart_traces_on_the_meta_device_through_the_gpu_s_attention_kernels():
+    """On a GPU transformers reads the all-ones mask BART's decoder builds and picks the causal
+    kernel; the meta device cannot read it, and the card's trace goes to that kernel directly:
+    each layer's encoder and cross attention full, the decoder's own causal."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from profiler.cards import _gpu_kernels
+
+    causal = []
+
+    class Attention(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func._overloadpacket.__name__ == "_scaled_dot_product_efficient_attention":
+                index = [a.name for a in func._schema.arguments].index("is_causal")
+                causal.append(bool(kwargs.get("is_causal", args[index] if len(args) > index
+                                              else False)))
+            return func(*args, **kwargs)
+
+    model, step = zoo.meta_step("bart_large")
+    with _gpu_kernels(), Attention():
+        step(1)
+    layers = model.config.encoder_layers
+    assert sorted(causal) == [False] * 2 * layers + [True] * layers
 
 
 # ResNeXt-101 (32x4d): 44.2M parameters (Xie et al., CVPR 2017, "Aggregated Residual
