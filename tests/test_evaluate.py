@@ -268,8 +268,8 @@ def test_evaluate_says_on_stderr_which_trials_it_left_out_and_why(tmp_path):
     out = subprocess.run(CLI + ["--store", str(tmp_path / "m.db"), "--split", "nodes",
                                 "--format", "json"], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["skipped"]["figure its source contradicts (notes: SUSPECT)"] == 12
-    assert "warning: skipped 12 trial(s): figure its source contradicts" in out.stderr
+    assert json.loads(out.stdout)["skipped"]["figure its source contradicts (notes: SUSPECT)"] == 16
+    assert "warning: skipped 16 trial(s): figure its source contradicts" in out.stderr
     assert "warning: skipped 22 trial(s): no model card for 'nnunet_3d' (make one with " \
         "`profiler card --config CONFIG --save`" in out.stderr
 

@@ -56,13 +56,15 @@ def test_hand_checked_counts():
     # + 80 rows of DLE's TensorFlow READMEs on 2026-11-27 (ResNeXt101 and SE-ResNeXt101 20.06-tf1
     # with XLA, Transformer-XL base, NCF 20.07-tf1, TF2 EfficientNet-B0/B4; A100, V100)
     # + 32 Mask R-CNN rows (20.06, 21.12), 12 WaveGlow and 12 Tacotron 2 rows on 2026-11-28
-    # + 16 BART-large pre-training rows (DLE's README, 22.08; 1-320 A100s, TF32 and BF16).
+    # + 16 BART-large pre-training rows (DLE's README, 22.08; 1-320 A100s, TF32 and BF16)
+    # + 72 rows of DLE's TensorFlow 2 BERT README (21.02, XLA: pre-training on 1-32 DGX-2H and
+    # DGX A100 nodes, SQuAD fine-tuning on DGX-1 and DGX A100) on 2026-11-28.
     rows = _shipped()
-    assert len(rows) == 902
+    assert len(rows) == 974
     per_model = {}
     for r in rows:
         per_model[r["model"]] = per_model.get(r["model"], 0) + 1
-    assert per_model == {"resnet50": 133, "resnet152": 37, "bert_large": 152, "transformer_big": 20,
+    assert per_model == {"resnet50": 133, "resnet152": 37, "bert_large": 224, "transformer_big": 20,
                          "efficientnet_b0": 24, "efficientnet_b4": 24,
                          "efficientnet_widese_b0": 16, "efficientnet_widese_b4": 16,
                          "resnext101_32x4d": 28, "se_resnext101_32x4d": 28,
@@ -76,9 +78,13 @@ def test_hand_checked_counts():
     assert bart[("320", "512", "tf32")] == ("16", "11636.36")
     assert {r["unit"] for r in rows if r["model"] == "bart_large"} == {"seq/s"}
     bert = [r for r in rows if r["model"] == "bert_large"]
-    assert sum(r["model_as_published"] == "bert-large-pretraining-phase1" for r in bert) == 54
-    assert sum(r["model_as_published"] == "bert-large-pretraining-phase2" for r in bert) == 54
-    assert sum(r["model_as_published"] == "bert-large-squad-finetune" for r in bert) == 44
+    assert sum(r["model_as_published"] == "bert-large-pretraining-phase1" for r in bert) == 82
+    assert sum(r["model_as_published"] == "bert-large-pretraining-phase2" for r in bert) == 82
+    assert sum(r["model_as_published"] == "bert-large-squad-finetune" for r in bert) == 60
+    (row,) = [r for r in bert if r["framework"] == "TensorFlow" and r["nodes"] == "32"
+              and r["gpu"] == "A100-80GB" and r["precision"] == "amp" and r["seq_len"] == "128"]
+    assert (row["num_gpus"], row["batch_per_gpu"], row["throughput"]) == ("256", "312",
+                                                                         "110280.73")
     (row,) = [r for r in rows if r["model"] == "bert_large" and r["gpu_as_published"] ==
               "DGX-2 (16x V100 32G)" and r["num_gpus"] == "16" and r["precision"] == "amp"
               and r["seq_len"] == "128"]
@@ -135,9 +141,10 @@ def test_multi_node_rows_are_imported_across_nodes(tmp_path):
     # 2-8 DGX-2H nodes of 16 V100s: Transformer-XL large, 6.
     # and MLPerf's 8-node ResNet-50 run.
     # and TensorFlow's 2-8 p2.8xlarge instances of 8 K80s at 10 Gb/s, 9 (ResNet) + 6
-    # (InceptionV3); and BART pre-training on 20 and 40 DGX A100 nodes, 8.
+    # (InceptionV3); BART pre-training on 20 and 40 DGX A100 nodes, 8; TensorFlow 2 BERT on
+    # 2-32 DGX A100 nodes, 12, and on 4-32 DGX-2H nodes, 12.
     dgx_a100 = [t for t in multi if t["gpu_type"] == "A100-80GB"]
-    assert len(dgx_a100) == 49 and len(multi) == 70
+    assert len(dgx_a100) == 61 and len(multi) == 94
     assert {t["gpus_per_node"] for t in dgx_a100} == {8}
     assert {t["nodes"] for t in dgx_a100} == {2, 4, 8, 16, 20, 32, 40}
     (mlperf,) = [t for t in dgx_a100 if t["model"] == "resnet50"]
@@ -303,14 +310,17 @@ def test_each_row_is_matched_to_the_card_at_its_own_input_size():
 
 def test_binned_bert_phase_2_rows_are_a_stack_of_their_own():
     # The 21.11 PyTorch and 22.12 PaddlePaddle BERT READMEs ran phase 2 on LDDL-binned
-    # sequences (their changelogs), the 19.07 one on padded ones: a stack apart, so the padded
-    # seq-512 card's efficiencies are not fitted to rows that did less work per sequence.
+    # sequences (their changelogs), the 19.07 one and TensorFlow 2's 21.02 (fixed-length
+    # TFRecords, as BERT's create_pretraining_data.py writes them) on padded ones: a stack apart,
+    # so the padded seq-512 card's efficiencies are not fitted to rows that did less work per
+    # sequence.
     phase_2 = [r for r in _shipped() if r["model"] == "bert_large" and float(r["seq_len"]) == 512]
     binned = {r["software"] for r in phase_2 if "LDDL sequence binning" in r["software"]}
     suffix = " container with LDDL sequence binning (phase 2, bin size 64)"
     assert binned == {"pytorch-21.11" + suffix, "paddlepaddle-22.12" + suffix}
-    assert {r["software"] for r in phase_2} - binned == {"pytorch-19.07 container"}
-    assert len(phase_2) == 54 and sum(r["software"] in binned for r in phase_2) == 34
+    assert {r["software"] for r in phase_2} - binned == {
+        "pytorch-19.07 container", "tensorflow-21.02-tf2 container with XLA"}
+    assert len(phase_2) == 82 and sum(r["software"] in binned for r in phase_2) == 34
 
 
 @pytest.mark.parametrize("column, value, message", [
@@ -432,11 +442,13 @@ def test_a_figure_its_source_contradicts_is_kept_but_never_fitted(tmp_path):
 
     trials = load_published()
     suspect = [t for t in trials if t["extra"]["suspect"]]
-    assert len(suspect) == 12 and all("SUSPECT" in t["extra"]["notes"] for t in suspect)
+    # (12 by 2026-11-27; + TensorFlow 2 BERT's SQuAD table on DGX A100, 4, whose text names a
+    # DGX-2 of V100s and whose columns say FP32 under a TF32 heading)
+    assert len(suspect) == 16 and all("SUSPECT" in t["extra"]["notes"] for t in suspect)
     with Store(tmp_path / "m.db") as db:
         import_published(db)
         features, throughput, _, skipped = throughput_data(db)
-    assert skipped["figure its source contradicts (notes: SUSPECT)"] == 12
+    assert skipped["figure its source contradicts (notes: SUSPECT)"] == 16
     # EfficientNet-B4 on one 32 GB V100: 36 and 89 img/s, against 80 and 196 a GPU on eight
     b4 = (features["model"] == "efficientnet_b4") & (features["gpu"] == "V100")
     assert not np.isin(throughput[b4], [36.0, 89.0]).any() and b4.sum() >= 6
