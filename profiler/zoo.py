@@ -428,7 +428,7 @@ def build_config(name: str, image_size: int | None = None, seq_len: int | None =
         extra["image_size"] = image_size
     elif entry.family == "gpt2":
         extra["n_positions"] = max(1024, seq_len)
-    elif entry.family in ("llama", "bart"):  # their published position tables
+    elif entry.family in ("llama", "bart"):  # RoPE's published reach, BART's learned table
         extra["max_position_embeddings"] = max(entry.config["max_position_embeddings"], seq_len)
     else:
         extra["max_position_embeddings"] = max(512, seq_len)
