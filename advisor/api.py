@@ -164,7 +164,7 @@ def recommend(
                           global_batch=global_batch, batch_policy=batch_policy,
                           channels_last=channels_last)
     offerings, as_of, stale = _catalog(catalog)
-    stale = [*stale, *work.warnings()]
+    notes = [*stale, *work.warnings()]
     filters = Filters(_names(providers, "providers"), _names(regions, "regions"),
                       _names(gpus, "gpus"), max_nodes)
     candidates = enumerate_candidates(offerings, work, filters)
@@ -196,7 +196,7 @@ def recommend(
     step = pick_step(features, ranking.pick, estimator)
     return Recommendation(plans, work, ranking, as_of,
                           {key: estimator.doc.get(key) for key in ("schema_version", "fitted_at")},
-                          lifetimes, stale, sources, step)
+                          lifetimes, notes, sources, step)
 
 
 def pick_step(features, row: int, estimator) -> dict[str, float]:
