@@ -38,8 +38,11 @@ def test_every_published_figure_is_carried_with_its_citation(reference):
                           r"(NVIDIA|Dell|H3C|Lenovo|Fujitsu|CTuning)/results/", row["source"])
         tf_benchmarks = row["source"].startswith(  # TensorFlow's 2017 benchmarks page
             "published: tensorflow/tensorflow tensorflow/docs_src/performance/benchmarks.md@")
+        # timm's train benchmark files on an RTX 3090 (AMP, NCHW and NHWC; PyTorch 1.12)
+        timm = re.match(r"published: huggingface/pytorch-image-models results/"
+                        r"benchmark-train-amp-(nchw|nhwc)-pt112-cu113-rtx3090\.csv@", row["source"])
         assert (dle and "README.md@" in row["source"] or mlperf and ".txt@" in row["source"]
-                or tf_benchmarks)
+                or tf_benchmarks or timm and row["memory_format"] == timm[1])
 
 
 def test_hand_checked_counts():
@@ -58,20 +61,31 @@ def test_hand_checked_counts():
     # + 32 Mask R-CNN rows (20.06, 21.12), 12 WaveGlow and 12 Tacotron 2 rows on 2026-11-28
     # + 16 BART-large pre-training rows (DLE's README, 22.08; 1-320 A100s, TF32 and BF16)
     # + 72 rows of DLE's TensorFlow 2 BERT README (21.02, XLA: pre-training on 1-32 DGX-2H and
-    # DGX A100 nodes, SQuAD fine-tuning on DGX-1 and DGX A100) on 2026-11-28.
+    # DGX A100 nodes, SQuAD fine-tuning on DGX-1 and DGX A100) on 2026-11-28
+    # + 40 rows of timm's RTX 3090 train benchmark (20 zoo models, NCHW and NHWC) on 2026-12-05.
     rows = _shipped()
-    assert len(rows) == 974
+    assert len(rows) == 1014
     per_model = {}
     for r in rows:
         per_model[r["model"]] = per_model.get(r["model"], 0) + 1
-    assert per_model == {"resnet50": 133, "resnet152": 37, "bert_large": 224, "transformer_big": 20,
-                         "efficientnet_b0": 24, "efficientnet_b4": 24,
+    assert per_model == {"resnet50": 135, "resnet152": 39, "bert_large": 224, "transformer_big": 20,
+                         "efficientnet_b0": 26, "efficientnet_b4": 26,
                          "efficientnet_widese_b0": 16, "efficientnet_widese_b4": 16,
-                         "resnext101_32x4d": 28, "se_resnext101_32x4d": 28,
+                         "resnext101_32x4d": 30, "se_resnext101_32x4d": 30,
                          "transformer_xl_base": 58, "transformer_xl_large": 42, "gnmt_v2": 14,
                          "ssd300": 21, "nnunet_2d": 24, "nnunet_3d": 22, "dlrm": 2,
-                         "mask_rcnn": 59, "inception_v3": 58, "vgg16": 32, "alexnet": 22,
-                         "ncf": 30, "waveglow": 12, "tacotron2": 12, "bart_large": 16}
+                         "mask_rcnn": 59, "inception_v3": 60, "vgg16": 34, "alexnet": 22,
+                         "ncf": 30, "waveglow": 12, "tacotron2": 12, "bart_large": 16,
+                         "resnet18": 2, "resnet34": 2, "resnet101": 2, "inception_v4": 2,
+                         "densenet121": 2, "densenet161": 2, "densenet169": 2, "densenet201": 2,
+                         "mobilenet_v2": 2, "convnext_tiny": 2, "vit_b16": 2, "vit_l16": 2}
+    timm = {(r["model"], r["memory_format"]): (r["batch_per_gpu"], r["image_size"], r["throughput"])
+            for r in rows if r["gpu"] == "RTX3090"}
+    assert len(timm) == 40 and {r["precision"] for r in rows if r["gpu"] == "RTX3090"} == {"amp"}
+    assert timm["resnet50", "nchw"] == ("512", "224", "826.06")
+    assert timm["resnet50", "nhwc"] == ("512", "224", "1218.01")
+    assert timm["efficientnet_b4", "nhwc"] == ("96", "320", "354.99")
+    assert timm["vit_l16", "nchw"] == ("64", "224", "117.08")
     bart = {(r["num_gpus"], r["seq_len"], r["precision"]): (r["batch_per_gpu"], r["throughput"])
             for r in rows if r["model"] == "bart_large"}
     assert bart[("1", "128", "bf16")] == ("200", "326.53")

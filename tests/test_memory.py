@@ -148,6 +148,11 @@ def test_an_unknown_optimizer_names_the_known_ones():
         memory.optimizer_for("text", "adafactor")
 
 
+# The most the estimate may ask for beyond what a run used: an over-estimate costs batch, not
+# a crash.
+OVER_ASK = 1.3
+
+
 def shipped_measurements():
     """Zoo-model rows of datasets/published_throughput.csv that state their per-GPU batch."""
     cards = load_cards()
@@ -158,6 +163,10 @@ def shipped_measurements():
 @pytest.mark.parametrize("row", shipped_measurements(), ids=lambda r: "-".join(
     (r["model"], r["gpu"], r["precision"], r["batch_per_gpu"], r["seq_len"] or r["image_size"])))
 def test_every_shipped_measurement_ran_at_a_batch_the_estimate_fits(row):
+    """A recipe's batch fits the estimate. timm's batches are the largest its benchmark's
+    out-of-memory retry found, at the edge of the card's memory, where the estimate's allowed
+    over-ask (OVER_ASK, as on the H200) can put them past it: up to 1.15x here (ResNet-50 at
+    512 on the RTX 3090's 24 GB)."""
     card = load_cards()[row["model"]]
     model = model_memory(card, row["precision"], memory.optimizer_for(card["task"]),
                          input_scale(row, card))
@@ -165,7 +174,8 @@ def test_every_shipped_measurement_ran_at_a_batch_the_estimate_fits(row):
     # memory is what they differ in.
     gpu = "V100-32GB" if "32G" in row["gpu_as_published"] else row["gpu"]
     need = float(need_mib(model, NONE, int(row["batch_per_gpu"])))
-    assert need <= gpu_spec(gpu).memory_mib
+    at_the_edge = "huggingface/pytorch-image-models" in row["source"]
+    assert need <= gpu_spec(gpu).memory_mib * (OVER_ASK if at_the_edge else 1.0)
 
 
 def h200_trials():
@@ -198,7 +208,7 @@ def test_the_estimated_tensors_against_the_peaks_measured_on_an_h200(trial):
     estimate = memory.allocated_mib(model_memory(card, trial["precision"], "sgd"), NONE,
                                     trial["batch_per_gpu"])
     ratio = estimate / (trial["peak_allocated_bytes"] / 2**20)
-    assert 0.25 < ratio < 1.3
+    assert 0.25 < ratio < OVER_ASK
     if trial["model"].startswith(RESIDUAL_CONVNETS):
         assert ratio > 0.85
     if float(card["logits_bytes_per_sample"]) > 1e8:  # GPT-2's 206 MB a sample

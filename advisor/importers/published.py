@@ -112,9 +112,10 @@ def _memory_format(row: dict[str, str]) -> dict[str, bool]:
 
 def trial_key(row: dict[str, str]) -> str:
     """One key per published figure: model, GPU as published, count and precision, then the
-    per-GPU batch (or tokens per batch), input size and container, since one README gives
-    several batches and sequence lengths (BERT pre-training phases, fine-tuning) for the same
-    GPU count and precision, and one figure may be published for two container releases."""
+    per-GPU batch (or tokens per batch), input size, container and memory format, since one
+    README gives several batches and sequence lengths (BERT pre-training phases, fine-tuning)
+    for the same GPU count and precision, one figure may be published for two container
+    releases, and one benchmark runs each model in NCHW and in NHWC (timm's)."""
     key = (f"published:{row['model']}/{row['gpu_as_published']}/"
            f"{row['num_gpus']}x/{row['precision']}")
     for prefix, column in (("b", "batch_per_gpu"), ("t", "tokens_per_gpu_batch"),
@@ -123,7 +124,8 @@ def trial_key(row: dict[str, str]) -> str:
             key += f"/{prefix}{row[column]}"
     if _nodes(row) > 1:
         key += f"/{_nodes(row)}nodes"
-    return f"{key}/{row['software']}"
+    key = f"{key}/{row['software']}"
+    return f"{key}/{row['memory_format']}" if row.get("memory_format") else key
 
 
 def _nodes(row: dict[str, str]) -> int:
