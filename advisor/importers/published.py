@@ -2,8 +2,9 @@
 with source 'published'.
 
 These are NVIDIA's figures for optimised NGC containers (PyTorch, TensorFlow, PaddlePaddle;
-DALI input pipelines for the image models) on DGX nodes, one or several: a prior and a
-cross-check for modern GPUs, not measurements of this project's workload.
+DALI input pipelines for the image models) on DGX nodes, one or several, MLPerf's, TensorFlow's
+2017 benchmarks and timm's train benchmark on one GeForce RTX 3090: a prior and a cross-check
+for modern GPUs, not measurements of this project's workload.
 What lands in `trials`: model (zoo name where one exists), gpu_type (catalog name),
 nodes (the optional `nodes` column, else 1), gpus_per_node = num_gpus / nodes, sync
 'allreduce', precision, batch_per_gpu, image_size /
