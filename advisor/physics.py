@@ -185,9 +185,9 @@ TRAINING_POWER_ACTIVITY = 0.5
 # kernel, and a transpose reads a tensor and writes it again: two more passes over the
 # convolution's traffic. NCHW against channels-last in AMP, measured: a third party's
 # torchvision ResNet-50 on a V100, 841 and 1,154 images/s (1.37x); timm's train benchmark on
-# an RTX 3090 (published_throughput.csv), 1.17x (VGG16) to 1.47x (ResNet-50). Priced with one
-# pass these pairs were 1.09-1.20x apart, with two (refitted) 1.20-1.41x. A configuration says
-# its format in `channels_last` (1: channels-last; 0 or absent: NCHW).
+# an RTX 3090 (published_throughput.csv), 1.15x (DenseNet-161) to 1.47x (ResNet-50). Priced
+# with one pass these pairs were 1.09-1.20x apart, with two (refitted) 1.20-1.41x. A
+# configuration says its format in `channels_last` (1: channels-last; 0 or absent: NCHW).
 LAYOUT_TRANSPOSE_PASSES = 2.0
 # The share of its FP32 cores a GPU's warp schedulers can feed without dual issue. A Kepler
 # SMX has 192 FP32 cores behind 4 warp schedulers of one 32-thread warp instruction a cycle
