@@ -404,33 +404,21 @@ def test_nchw_against_channels_last_as_timm_measured_them():
     NHWC/NCHW speed-up within 15% of the measured one (1.15x for DenseNet-161 to 1.47x for
     ResNet-50, none for the ViTs). A transpose priced at one pass, not its read and write, put
     ResNet-50's at 1.18x."""
-    import csv
-    import json
+    from advisor.artifact import load_artifact
+    from advisor.features import trial_features
+    from advisor.importers.published import load_published
 
-    from advisor.features import configuration_features
-    from gpuadvisor import data
-
-    with open(data.find("published_throughput.csv"), newline="") as handle:
-        rows = [r for r in csv.DictReader(handle) if r["gpu"] == "RTX3090"]
-    assert len(rows) == 40
-    columns = {key: [r[key] for r in rows] for key in ("model", "gpu", "precision")}
-    n = len(rows)
-    features = configuration_features({
-        **columns, "provider": ["gcp"] * n, "sync": ["allreduce"] * n, "ps_count": [0] * n,
-        "nodes": [1] * n, "gpus_per_node": [1] * n, "spot": [False] * n,
-        "network_gbps": [100.0] * n, "batch_per_gpu": [float(r["batch_per_gpu"]) for r in rows],
-        "image_size": [int(r["image_size"]) for r in rows],
-        "channels_last": [float(r["memory_format"] == "nhwc") for r in rows]}, model_features())
-    with open(data.shipped("model_artifact.json")) as handle:
-        coefficients = json.load(handle)["throughput"]["coefficients"]
+    timm = [t for t in load_published() if t["gpu_type"] == "RTX3090"]
+    features, kept, _ = trial_features(timm, model_features())
+    assert len(kept) == 40
+    coefficients = load_artifact().doc["throughput"]["coefficients"]
     priced = physics.cluster_throughput(features, physics.step_time(features, coefficients))
     speed = {}
-    for row, value in zip(rows, priced):
-        speed.setdefault(row["model"], {})[row["memory_format"]] = (float(row["throughput"]),
-                                                                    value)
+    for trial, layout, value in zip(kept, features["channels_last"], priced):
+        speed.setdefault(trial["model"], {})[layout] = (trial["throughput"], value)
     for model, pair in speed.items():
-        measured = pair["nhwc"][0] / pair["nchw"][0]
-        assert pair["nhwc"][1] / pair["nchw"][1] == pytest.approx(measured, rel=0.15), model
+        measured = pair[1.0][0] / pair[0.0][0]
+        assert pair[1.0][1] / pair[0.0][1] == pytest.approx(measured, rel=0.15), model
 
 
 def test_winograd_spares_fp32_multiplies_not_tensor_core_ones():
