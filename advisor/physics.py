@@ -1,7 +1,9 @@
 """The physical step-time model: a roofline per operator class plus communication time.
 
 A card splits a step's work by operator class c (profiler/operators.py: matmul, conv,
-grouped_conv, attention, norm, other), each with F_c FLOPs and B_c DRAM bytes per sample.
+grouped_conv, attention, norm, other), each with F_c FLOPs and B_c DRAM bytes per sample, the
+FLOPs as the kernels execute them (a matrix product's or convolution's dimensions rounded up
+to whole tiles: InceptionV3's 80-channel convolutions compute 128 channels' worth).
 On a given GPU and precision each class runs on a unit (tensor cores or the FP32 cores) with
 peak P_c (on the FP32 cores, the share of them its schedulers can feed: two thirds on Kepler),
 at the share s of its boost clock the GPU sustains under its power limit, and takes
@@ -71,6 +73,7 @@ from gpuadvisor.cards import (
     INTENSITY_EDGES,
     OPERATOR_CLASSES,
     PROFILED_CLASSES,
+    executed_flops_column,
     profile_column,
 )
 from gpuadvisor.vocab import HALF_PRECISIONS
@@ -318,6 +321,13 @@ def operator_work(features: dict) -> tuple[dict[str, np.ndarray], dict[str, np.n
     return flops, nbytes, split
 
 
+def executed_flops(features: dict, kind: str, counted: np.ndarray) -> np.ndarray:
+    """The FLOPs per sample class `kind`'s kernels execute: the card's tile-rounded count
+    (gpuadvisor.cards.TILED_CLASSES) where it has one, else `counted`."""
+    executed = _optional(features, executed_flops_column(kind), len(counted))
+    return np.where(np.isfinite(executed), executed, counted)
+
+
 def gpu_flag(features: dict, key: str) -> np.ndarray:
     """A GPU capability (feature 1/0) of each row; false where unknown."""
     n = len(_arr(features, "gpu_fp32_tflops"))
@@ -381,6 +391,8 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
     tensor = on_tensor_cores(features)
     half = is_in(features, "precision", HALF_PRECISIONS)
     flops, nbytes, split = operator_work(features)
+    flops = {kind: np.where(split, executed_flops(features, kind, flops[kind]), flops[kind])
+             for kind in OPERATOR_CLASSES}
     efficiency = {kind: np.where(split, RELATIVE_EFFICIENCY[kind], 1.0)
                   for kind in OPERATOR_CLASSES}
     out = {name: np.zeros(len(batch)) for name in TERMS[:TERMS.index("memory") + 1]}
@@ -474,6 +486,8 @@ def memory_bound_shares(features: dict, kind: str, balance: np.ndarray,
             _optional(features, profile_column(kind, edge, what), n)
             for edge in INTENSITY_EDGES])
         total = np.nan_to_num(_optional(features, f"{kind}_{what}_per_sample", n))
+        if what == "flops":  # the profile's FLOPs are those the kernels execute
+            total = executed_flops(features, kind, total)
         profiled = np.isfinite(under).all(axis=1) & (total > 0)
         value = under[rows, index] * (1 - weight) + under[rows, index + 1] * weight
         with np.errstate(divide="ignore", invalid="ignore"):

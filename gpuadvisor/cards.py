@@ -49,11 +49,26 @@ OPERATOR_CLASSES = ("matmul", "conv", "grouped_conv", "attention", "norm", "othe
 # cores (~12) to an L40S's 16-bit tensor cores (~210, its 16-bit bytes counted as fp32 halves).
 PROFILED_CLASSES = ("matmul", "conv", "grouped_conv", "attention")
 INTENSITY_EDGES = (8, 16, 32, 64, 128, 256, 512)
+# Classes whose kernels execute whole tiles (profiler/operators.py, GEMM_TILE): their
+# `<class>_tiled_flops_per_sample` counts the FLOPs a tile-rounded GEMM executes, and their
+# intensity profiles are of those FLOPs; `<class>_flops_per_sample` stays the model's count.
+TILED_CLASSES = ("matmul", "conv")
 
 
 def profile_column(kind: str, edge: int, what: str) -> str:
     """The card column of class `kind`'s `what` ('flops' or 'bytes') below intensity `edge`."""
     return f"{kind}_under{edge}_{what}_per_sample"
+
+
+def tiled_column(kind: str) -> str:
+    """The card column of the FLOPs class `kind` executes, tiles rounded up (TILED_CLASSES)."""
+    return f"{kind}_tiled_flops_per_sample"
+
+
+def executed_flops_column(kind: str) -> str:
+    """The card column of the FLOPs class `kind`'s kernels execute, the total its intensity
+    profile's FLOPs add up to: the tiled count where tiles round it, else the class's FLOPs."""
+    return tiled_column(kind) if kind in TILED_CLASSES else f"{kind}_flops_per_sample"
 
 
 # Saved tensors whose size does not grow with the batch (WaveGlow's weight-normalised weights,
@@ -75,6 +90,7 @@ OPERATOR_COLUMNS = [f"{kind}_{what}_per_sample" for kind in OPERATOR_CLASSES
                                                        "autocast_activation_bytes_per_sample",
                                                        *STEP_ACTIVATION_COLUMNS.values(),
                                                        *AUTOCAST_BYTES_COLUMNS.values(),
+                                                       *map(tiled_column, TILED_CLASSES),
                                                        *PROFILE_COLUMNS]
 VERSION_COLUMNS = ["torch_version", "as_of", "source"]  # how a card was made, not what it says
 COLUMNS = WORKLOAD_COLUMNS + MEASURED_COLUMNS + OPERATOR_COLUMNS + VERSION_COLUMNS

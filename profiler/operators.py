@@ -27,6 +27,14 @@ each class's time at max(FLOPs / peak of its unit, bytes / memory bandwidth) on 
 - `norm`: batch, layer and group normalisation, forward and backward;
 - `other`: element-wise work, activations, pooling, softmax, embeddings, losses.
 
+A matrix product or dense convolution also executes the FLOPs of whole tiles: cuBLAS and cuDNN
+split a GEMM's output into tiles of fixed size, and a dimension that is not a multiple of the
+tile leaves its last tile partly empty, computed all the same (tile quantization; NVIDIA,
+Matrix Multiplication Background User's Guide, DU-09799-001, 2023, §2.3 and §3.1). The card
+keeps those executed FLOPs (`matmul_tiled_flops_per_sample`, `conv_tiled_flops_per_sample`,
+and the matmul and conv intensity profiles are of them): InceptionV3's 48-, 80- and
+96-channel convolutions do a third more work than their FLOPs, a ResNet-50's almost none.
+
 The trace runs at batches 1 and 2: the difference is the per-sample work, the rest is work
 per step whatever the batch (reading weights, writing weight gradients). Each matrix product,
 convolution and attention kernel's own per-sample FLOPs and bytes give its arithmetic
@@ -40,13 +48,16 @@ its vocabulary, whose fp32 copies at the loss dominate its memory at the start o
 from __future__ import annotations
 
 import difflib
+import math
 
 from gpuadvisor.cards import (
     AUTOCAST_BYTES_COLUMNS,
     INTENSITY_EDGES,
     PROFILE_COLUMNS,
     PROFILED_CLASSES,
+    TILED_CLASSES,
     profile_column,
+    tiled_column,
 )
 from gpuadvisor.cards import OPERATOR_CLASSES as CLASSES
 from profiler import zoo
@@ -72,6 +83,13 @@ _STRIDE_ARG = {"convolution": 3, "_convolution": 3, "convolution_backward": 4}
 # The query rows a fused attention kernel handles as one tile (FlashAttention-2's block of
 # 128 rows, Dao 2023): a causal kernel computes the tiles on or below the diagonal.
 ATTENTION_TILE = 128
+# The tile edge the GEMM dimensions a step's batch does not set (a weight's, an attention
+# head's) are rounded up to: 64, the smallest of cuBLAS's usual tensor-core tiles (64x64 up to
+# 256x128, the guide's §2.3). Libraries choose a tile per shape to waste least, so rounding to
+# the smallest usual tile is the least padding any choice leaves. Dimensions the batch sets
+# (a linear layer's tokens, a convolution's N*H*W) are long at training batches and not
+# rounded. A grouped convolution's kernels tile several groups at once: not rounded either.
+GEMM_TILE = 64
 # Operators that move no data: they only allocate or describe memory.
 _NO_TRAFFIC = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
                "detach", "lift_fresh", "alias", "_unsafe_view", "zeros_like", "ones_like",
@@ -107,6 +125,34 @@ def causal_fraction(func, args, kwargs) -> float:
         return 1.0
     tiles = -(-query.shape[-2] // ATTENTION_TILE)
     return (tiles + 1) / (2 * tiles)
+
+
+def gemm_dims(name: str, kind: str, args) -> tuple[int, ...]:
+    """The dimensions of a matrix product or dense convolution that tiles round up, as far as
+    they can be read from its arguments: a product's rows, reduction and columns (a batched
+    one's per matrix), a convolution's weight as a GEMM (output channels, input channels times
+    kernel size); the batch-set ones are told apart by `tile_factor`. Empty elsewhere."""
+    if kind == "matmul" and name in _MATMUL:
+        first, second = (args[1], args[2]) if name in ("addmm", "baddbmm") else args[:2]
+        return (*first.shape[-2:], second.shape[-1])
+    if kind == "conv" and name in _CONV:
+        groups = args[_GROUPS_ARG[name]] if len(args) > _GROUPS_ARG[name] else 1
+        weight = args[_WEIGHT_ARG[name]]
+        if groups != 1:
+            return ()
+        return (weight.shape[0], math.prod(weight.shape[1:]))
+    return ()
+
+
+def tile_factor(one: tuple[int, ...], two: tuple[int, ...]) -> float:
+    """Executed over counted FLOPs of an operator whose GEMM dimensions were `one` in the
+    trace at batch 1 and `two` at batch 2: each dimension the batch did not change is rounded
+    up to GEMM_TILE."""
+    factor = 1.0
+    for first, second in zip(one, two):
+        if first == second and first > 0:
+            factor *= -(-first // GEMM_TILE) * GEMM_TILE / first
+    return factor
 
 
 def fast_kernel_size(name: str, args) -> int | None:
@@ -158,8 +204,9 @@ def operator_counter():
             # its convolutions, 0, 0]
             self.totals = {c: [0.0, 0.0, 0.0]
                            for c in (*CLASSES, *FAST_TALLIES.values(), LOGITS)}
-            # (name, class, FLOPs, bytes) of each operator of a PROFILED_CLASSES class, in order
-            self.operators: list[tuple[str, str, float, float]] = []
+            # (name, class, FLOPs, bytes, GEMM dimensions) of each operator of a
+            # PROFILED_CLASSES class, in order
+            self.operators: list[tuple[str, str, float, float, tuple[int, ...]]] = []
             self.widths = AutocastWidths()
             self.backward = False  # set by `trace` between the passes
             self.kernels = 0  # operators that run a kernel (views and allocations excepted)
@@ -192,7 +239,7 @@ def operator_counter():
             self.totals[kind][1] += nbytes
             self.totals[kind][2] += self.autocast_bytes(func, args, kwargs, out)
             if kind in PROFILED_CLASSES:
-                self.operators.append((name, kind, flops, nbytes))
+                self.operators.append((name, kind, flops, nbytes, gemm_dims(name, kind, args)))
             return out
 
         def autocast_bytes(self, func, args, kwargs, out) -> float:
@@ -260,10 +307,14 @@ def trace(model, step, batch: int):
 def intensity_profile(one: list[tuple], two: list[tuple]) -> dict[str, int]:
     """The PROFILE_COLUMNS of a model traced at batches 1 and 2 (`operators` of each): each
     operator's per-sample FLOPs and bytes are its difference between the traces (its weights'
-    traffic, the same at any batch, drops out), and its intensity their ratio. The traces are
-    aligned by operator name, since a batch of one can dispatch a few operators more or fewer
-    (a copy of a broadcast view); an operator without a partner is left out."""
+    traffic, the same at any batch, drops out), its FLOPs as executed (`tile_factor`), and
+    its intensity their ratio; and the FLOPs tiles add per sample to each class
+    (`<class>_tile_padding`, folded into the class's `_tiled_flops_per_sample` by `split_of`).
+    The traces are aligned by operator name, since a batch of one can dispatch a few
+    operators more or fewer (a copy of a broadcast view); an operator without a partner is
+    left out."""
     out = dict.fromkeys(PROFILE_COLUMNS, 0.0)
+    padding = dict.fromkeys(TILED_CLASSES, 0.0)
     names_one, names_two = [op[:2] for op in one], [op[:2] for op in two]
     if names_one == names_two:  # the usual case; aligning thousands of operators is slow
         pairs = zip(one, two)
@@ -271,14 +322,19 @@ def intensity_profile(one: list[tuple], two: list[tuple]) -> dict[str, int]:
         matcher = difflib.SequenceMatcher(a=names_one, b=names_two, autojunk=False)
         pairs = ((one[block.a + offset], two[block.b + offset])
                  for block in matcher.get_matching_blocks() for offset in range(block.size))
-    for (_, kind, flops_one, bytes_one), (_, _, flops_two, bytes_two) in pairs:
-        flops = max(flops_two - flops_one, 0.0)
+    for (_, kind, flops_one, bytes_one, dims_one), (_, _, flops_two, bytes_two, dims_two) \
+            in pairs:
+        counted = max(flops_two - flops_one, 0.0)
+        flops = counted * tile_factor(dims_one, dims_two)
+        if kind in padding:
+            padding[kind] += flops - counted
         nbytes = max(bytes_two - bytes_one, 0.0)
         for edge in INTENSITY_EDGES:
             if flops < edge * nbytes:
                 out[profile_column(kind, edge, "flops")] += flops
                 out[profile_column(kind, edge, "bytes")] += nbytes
-    return {key: round(value) for key, value in out.items()}
+    out = {key: round(value) for key, value in out.items()}
+    return out | {f"{kind}_tile_padding": value for kind, value in padding.items()}
 
 
 def split_of(model, step) -> dict[str, int]:
@@ -288,7 +344,8 @@ def split_of(model, step) -> dict[str, int]:
     `winograd_flops_per_sample` and `conv5x5_flops_per_sample`, the parts of the convolutions'
     FLOPs fast algorithms take (3x3 and 5x5 kernels at stride 1), and
     `logits_bytes_per_sample`, what a loss's log-softmax reads a sample (fp32), and how each
-    class's work spreads over arithmetic intensity (`intensity_profile`).
+    class's work spreads over arithmetic intensity (`intensity_profile`), and the FLOPs the
+    matrix products' and convolutions' tiles execute (`<class>_tiled_flops_per_sample`).
     `step(batch)` returns the loss of a forward pass at `batch` samples on the meta device."""
     traced_one, traced_two = trace(model, step, 1), trace(model, step, 2)
     one, two = traced_one.totals, traced_two.totals
@@ -296,6 +353,9 @@ def split_of(model, step) -> dict[str, int]:
     step_bytes = 0.0
     for kind in CLASSES:
         out[f"{kind}_flops_per_sample"] = round(two[kind][0] - one[kind][0])
+        if kind in TILED_CLASSES:
+            out[tiled_column(kind)] = round(two[kind][0] - one[kind][0]
+                                            + out.pop(f"{kind}_tile_padding"))
         per_sample = max(two[kind][1] - one[kind][1], 0.0)
         out[f"{kind}_bytes_per_sample"] = round(per_sample)
         out[AUTOCAST_BYTES_COLUMNS[kind]] = round(max(two[kind][2] - one[kind][2], 0.0))

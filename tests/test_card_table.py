@@ -17,3 +17,15 @@ def test_autocast_traffic_and_the_intensity_profile_fold_into_one_row_each():
     assert rows["matmul flops under each edge"] == "0% 50% 50% 50% 50% 50% 50%"
     assert not set(AUTOCAST_BYTES_COLUMNS.values()) & set(rows)
     assert rows["other_bytes_per_sample"] == 200
+
+
+def test_the_profile_shares_are_of_the_flops_the_tiles_execute():
+    """A card's matmul profile holds the FLOPs its kernels execute (tiles rounded up), so its
+    shares are of `matmul_tiled_flops_per_sample`, never above 100% of it."""
+    card = {"model": "m", "matmul_flops_per_sample": 800, "matmul_tiled_flops_per_sample": 1000,
+            "matmul_bytes_per_sample": 100}
+    for edge in INTENSITY_EDGES:
+        card[profile_column("matmul", edge, "flops")] = 1000 if edge > 256 else 500
+        card[profile_column("matmul", edge, "bytes")] = 100
+    rows = {row["field"]: row["value"] for row in _table_rows(card)}
+    assert rows["matmul flops under each edge"] == "50% 50% 50% 50% 50% 50% 100%"

@@ -116,6 +116,25 @@ def test_a_profiled_class_is_priced_one_operator_at_a_time():
                                             + transposes)
 
 
+def test_matrix_products_are_priced_at_the_flops_their_tiles_execute():
+    """A card's `<class>_tiled_flops_per_sample` (whole tiles computed) is what its
+    compute-bound work costs; its profile holds those FLOPs, so the memory-bound share is of
+    them. A card without the column is priced at its counted FLOPs."""
+    from gpuadvisor.cards import INTENSITY_EDGES, profile_column
+
+    counted = split_card(matmul=(1e9, 1e5), conv=(1e9, 1e5))
+    tiled = counted | {"matmul_tiled_flops_per_sample": 1.5e9, "conv_tiled_flops_per_sample": 2e9}
+    plain = terms(precision="amp", params=0.0, **counted)
+    rounded = terms(precision="amp", params=0.0, **tiled)
+    assert rounded["compute_tensor"] == pytest.approx(1.5 * plain["compute_tensor"])
+    assert rounded["conv_tensor"] == pytest.approx(2 * plain["conv_tensor"])
+    # a quarter of the executed convolution FLOPs in operators below every edge: memory-bound
+    profile = {profile_column("conv", edge, what): value for edge in INTENSITY_EDGES
+               for what, value in (("flops", 0.5e9), ("bytes", 0.5e5))}
+    shared = terms(precision="amp", params=0.0, **tiled, **profile)
+    assert shared["conv_tensor"] == pytest.approx(0.75 * rounded["conv_tensor"])
+
+
 def test_autocast_traffic_comes_from_the_card_where_it_has_it():
     """Element-wise work whose tensors autocast keeps in fp32 (a transformer's residual
     stream) moves what the card's autocast column says under amp; a card without it moves
