@@ -2,8 +2,9 @@
 
 A card splits a step's work by operator class c (profiler/operators.py: matmul, conv,
 grouped_conv, attention, norm, other), each with F_c FLOPs and B_c DRAM bytes per sample, the
-FLOPs as the kernels execute them (a matrix product's or convolution's dimensions rounded up
-to whole tiles: InceptionV3's 80-channel convolutions compute 128 channels' worth).
+FLOPs as the kernels execute them (a matrix product's, convolution's or attention kernel's
+dimensions rounded up to whole tiles: InceptionV3's 80-channel convolutions compute 128
+channels' worth, a ViT's attention over 197 tokens 256).
 On a given GPU and precision each class runs on a unit (tensor cores or the FP32 cores) with
 peak P_c (on the FP32 cores, the share of them its schedulers can feed: two thirds on Kepler),
 at the share s of its boost clock the GPU sustains under its power limit, and takes

@@ -50,9 +50,9 @@ OPERATOR_CLASSES = ("matmul", "conv", "grouped_conv", "attention", "norm", "othe
 PROFILED_CLASSES = ("matmul", "conv", "grouped_conv", "attention")
 INTENSITY_EDGES = (8, 16, 32, 64, 128, 256, 512)
 # Classes whose kernels execute whole tiles (profiler/operators.py, GEMM_TILE): their
-# `<class>_tiled_flops_per_sample` counts the FLOPs a tile-rounded GEMM executes, and their
+# `<class>_tiled_flops_per_sample` counts the FLOPs a tile-rounded kernel executes, and their
 # intensity profiles are of those FLOPs; `<class>_flops_per_sample` stays the model's count.
-TILED_CLASSES = ("matmul", "conv")
+TILED_CLASSES = ("matmul", "conv", "attention")
 
 
 def profile_column(kind: str, edge: int, what: str) -> str:

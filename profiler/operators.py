@@ -27,13 +27,15 @@ each class's time at max(FLOPs / peak of its unit, bytes / memory bandwidth) on 
 - `norm`: batch, layer and group normalisation, forward and backward;
 - `other`: element-wise work, activations, pooling, softmax, embeddings, losses.
 
-A matrix product or dense convolution also executes the FLOPs of whole tiles: cuBLAS and cuDNN
-split a GEMM's output into tiles of fixed size, and a dimension that is not a multiple of the
-tile leaves its last tile partly empty, computed all the same (tile quantization; NVIDIA,
-Matrix Multiplication Background User's Guide, DU-09799-001, 2023, §2.3 and §3.1). The card
-keeps those executed FLOPs (`matmul_tiled_flops_per_sample`, `conv_tiled_flops_per_sample`,
-and the matmul and conv intensity profiles are of them): InceptionV3's 48-, 80- and
-96-channel convolutions do a third more work than their FLOPs, a ResNet-50's almost none.
+A matrix product, dense convolution or fused attention kernel also executes the FLOPs of
+whole tiles: cuBLAS and cuDNN split a GEMM's output into tiles of fixed size, and a dimension
+that is not a multiple of the tile leaves its last tile partly empty, computed all the same
+(tile quantization; NVIDIA, Matrix Multiplication Background User's Guide, DU-09799-001, 2023,
+§2.3 and §3.1); an attention kernel works in blocks of queries and keys the same way. The card
+keeps those executed FLOPs (`<class>_tiled_flops_per_sample` for matmul, conv and attention,
+whose intensity profiles are of them): InceptionV3's 48-, 80- and 96-channel convolutions
+execute a third to three fifths more than they count, a ResNet-50's almost none, and a
+ViT-B/16's attention over 197 tokens computes 256 of them.
 
 The trace runs at batches 1 and 2: the difference is the per-sample work, the rest is work
 per step whatever the batch (reading weights, writing weight gradients). Each matrix product,
@@ -84,11 +86,13 @@ _STRIDE_ARG = {"convolution": 3, "_convolution": 3, "convolution_backward": 4}
 # 128 rows, Dao 2023): a causal kernel computes the tiles on or below the diagonal.
 ATTENTION_TILE = 128
 # The tile edge the GEMM dimensions a step's batch does not set (a weight's, an attention
-# head's) are rounded up to: 64, the smallest of cuBLAS's usual tensor-core tiles (64x64 up to
-# 256x128, the guide's §2.3). Libraries choose a tile per shape to waste least, so rounding to
-# the smallest usual tile is the least padding any choice leaves. Dimensions the batch sets
-# (a linear layer's tokens, a convolution's N*H*W) are long at training batches and not
-# rounded. A grouped convolution's kernels tile several groups at once: not rounded either.
+# kernel's sequence lengths and head size) are rounded up to: 64, the smallest of cuBLAS's
+# usual tensor-core tiles (64x64 up to 256x128, the guide's §2.3; fused attention kernels
+# work in blocks of 64 to 128 queries and keys). Libraries choose a tile per shape to waste
+# least, so rounding to the smallest usual tile is the least padding any choice leaves.
+# Dimensions the batch sets (a linear layer's tokens, a convolution's N*H*W) are long at
+# training batches and not rounded. A grouped convolution's kernels tile several groups at
+# once: not rounded either.
 GEMM_TILE = 64
 # Operators that move no data: they only allocate or describe memory.
 _NO_TRAFFIC = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
@@ -112,26 +116,33 @@ def operator_class(name: str, args) -> str:
     return "other"
 
 
+def _argument(func, args, kwargs, name: str):
+    """Argument `name` of an aten operator's call, by its schema; None where it has none."""
+    names = [argument.name for argument in func._schema.arguments]
+    if name not in names:
+        return None
+    index = names.index(name)
+    return kwargs.get(name, args[index] if len(args) > index else None)
+
+
 def causal_fraction(func, args, kwargs) -> float:
     """The share of an attention operator's full FLOPs its kernel executes: (n + 1) / 2n for
     a causal one over n query tiles (the tiles on or below the diagonal), else 1."""
-    names = [argument.name for argument in func._schema.arguments]
-    if "is_causal" not in names:
-        return 1.0
-    index = names.index("is_causal")
-    causal = kwargs.get("is_causal", args[index] if len(args) > index else False)
-    query = args[names.index("query")] if "query" in names else None
-    if not causal or query is None:
+    query = _argument(func, args, kwargs, "query")
+    if not _argument(func, args, kwargs, "is_causal") or query is None:
         return 1.0
     tiles = -(-query.shape[-2] // ATTENTION_TILE)
     return (tiles + 1) / (2 * tiles)
 
 
-def gemm_dims(name: str, kind: str, args) -> tuple[int, ...]:
-    """The dimensions of a matrix product or dense convolution that tiles round up, as far as
-    they can be read from its arguments: a product's rows, reduction and columns (a batched
-    one's per matrix), a convolution's weight as a GEMM (output channels, input channels times
-    kernel size); the batch-set ones are told apart by `tile_factor`. Empty elsewhere."""
+def gemm_dims(func, kind: str, args, kwargs) -> tuple[int, ...]:
+    """The dimensions of a matrix product, dense convolution or fused attention kernel that
+    tiles round up, as far as they can be read from its arguments: a product's rows,
+    reduction and columns (a batched one's per matrix), a convolution's weight as a GEMM
+    (output channels, input channels times kernel size), an attention kernel's query and key
+    lengths and head size (PyTorch's (batch, heads, length, head size) layout); the batch-set
+    ones are told apart by `tile_factor`. Empty elsewhere."""
+    name = func._overloadpacket.__name__
     if kind == "matmul" and name in _MATMUL:
         first, second = (args[1], args[2]) if name in ("addmm", "baddbmm") else args[:2]
         return (*first.shape[-2:], second.shape[-1])
@@ -141,6 +152,10 @@ def gemm_dims(name: str, kind: str, args) -> tuple[int, ...]:
         if groups != 1:
             return ()
         return (weight.shape[0], math.prod(weight.shape[1:]))
+    if kind == "attention" and name.startswith(_ATTENTION_PREFIXES[0]):
+        query, key = (_argument(func, args, kwargs, arg) for arg in ("query", "key"))
+        if query is not None and key is not None:
+            return (query.shape[-2], key.shape[-2], query.shape[-1])
     return ()
 
 
@@ -239,7 +254,8 @@ def operator_counter():
             self.totals[kind][1] += nbytes
             self.totals[kind][2] += self.autocast_bytes(func, args, kwargs, out)
             if kind in PROFILED_CLASSES:
-                self.operators.append((name, kind, flops, nbytes, gemm_dims(name, kind, args)))
+                dims = gemm_dims(func, kind, args, kwargs)
+                self.operators.append((name, kind, flops, nbytes, dims))
             return out
 
         def autocast_bytes(self, func, args, kwargs, out) -> float:

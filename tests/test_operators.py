@@ -255,6 +255,26 @@ def test_a_card_keeps_what_a_step_saves_once_apart_from_what_each_sample_adds():
     assert figures["autocast_step_activation_bytes"] >= 256 * 64 * 2
 
 
+def test_an_attention_kernel_computes_whole_blocks_of_queries_and_keys():
+    """Attention over 197 tokens (a ViT-B/16's) at head size 40 executes blocks of 64: 256
+    queries by 256 keys at head size 64, whatever the batch and the heads."""
+    from profiler.cards import _gpu_kernels
+    from profiler.operators import split_of
+
+    heads = 3
+
+    def step(batch: int):
+        with torch.device("meta"):
+            q, k, v = (torch.empty(batch, heads, 197, 40, requires_grad=True) for _ in range(3))
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v).sum()
+
+    with _gpu_kernels():
+        columns = split_of(torch.nn.Module(), step)
+    assert columns["attention_flops_per_sample"] > 0
+    assert columns["attention_tiled_flops_per_sample"] == pytest.approx(
+        columns["attention_flops_per_sample"] * (256 / 197) ** 2 * 64 / 40, rel=1e-6)
+
+
 def test_shipped_cards_execute_at_least_the_flops_they_count():
     """Every shipped card with the operator split carries its tiles' FLOPs, never fewer than it
     counts; InceptionV3's 48-, 80- and 96-channel convolutions execute over a tenth more,
