@@ -77,7 +77,9 @@ LOGITS = "logits"  # the tally of the bytes log-softmax reads (a loss's scores)
 
 _MATMUL = {"mm", "addmm", "bmm", "baddbmm", "_scaled_mm"}
 _CONV = {"convolution", "_convolution", "convolution_backward"}
-_ATTENTION_PREFIXES = ("_scaled_dot_product_", "_efficient_attention", "_flash_attention")
+# PyTorch's scaled-dot-product kernels, whose tensors are (batch, heads, length, head size).
+_SDPA_PREFIX = "_scaled_dot_product_"
+_ATTENTION_PREFIXES = (_SDPA_PREFIX, "_efficient_attention", "_flash_attention")
 _GROUPS_ARG = {"convolution": 8, "_convolution": 8, "convolution_backward": 9}
 # Where a convolution's weight and stride are among its arguments.
 _WEIGHT_ARG = {"convolution": 1, "_convolution": 1, "convolution_backward": 2}
@@ -140,8 +142,8 @@ def gemm_dims(func, kind: str, args, kwargs) -> tuple[int, ...]:
     tiles round up, as far as they can be read from its arguments: a product's rows,
     reduction and columns (a batched one's per matrix), a convolution's weight as a GEMM
     (output channels, input channels times kernel size), an attention kernel's query and key
-    lengths and head size (PyTorch's (batch, heads, length, head size) layout); the batch-set
-    ones are told apart by `tile_factor`. Empty elsewhere."""
+    lengths and head size (a scaled-dot-product kernel's); the batch-set ones are told apart
+    by `tile_factor`. Empty elsewhere."""
     name = func._overloadpacket.__name__
     if kind == "matmul" and name in _MATMUL:
         first, second = (args[1], args[2]) if name in ("addmm", "baddbmm") else args[:2]
@@ -152,7 +154,7 @@ def gemm_dims(func, kind: str, args, kwargs) -> tuple[int, ...]:
         if groups != 1:
             return ()
         return (weight.shape[0], math.prod(weight.shape[1:]))
-    if kind == "attention" and name.startswith(_ATTENTION_PREFIXES[0]):
+    if kind == "attention" and name.startswith(_SDPA_PREFIX):
         query, key = (_argument(func, args, kwargs, arg) for arg in ("query", "key"))
         if query is not None and key is not None:
             return (query.shape[-2], key.shape[-2], query.shape[-1])
