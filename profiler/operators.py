@@ -322,15 +322,15 @@ def trace(model, step, batch: int):
     return counter
 
 
-def intensity_profile(one: list[tuple], two: list[tuple]) -> dict[str, int]:
+def intensity_profile(one: list[tuple],
+                      two: list[tuple]) -> tuple[dict[str, int], dict[str, float]]:
     """The PROFILE_COLUMNS of a model traced at batches 1 and 2 (`operators` of each): each
     operator's per-sample FLOPs and bytes are its difference between the traces (its weights'
     traffic, the same at any batch, drops out), its FLOPs as executed (`tile_factor`), and
-    its intensity their ratio; and the FLOPs tiles add per sample to each class
-    (`<class>_tile_padding`, folded into the class's `_tiled_flops_per_sample` by `split_of`).
-    The traces are aligned by operator name, since a batch of one can dispatch a few
-    operators more or fewer (a copy of a broadcast view); an operator without a partner is
-    left out."""
+    its intensity their ratio; and, per TILED_CLASSES class, the FLOPs a sample's tiles add
+    to what it counts. The traces are aligned by operator name, since a batch of one can
+    dispatch a few operators more or fewer (a copy of a broadcast view); an operator without
+    a partner is left out."""
     out = dict.fromkeys(PROFILE_COLUMNS, 0.0)
     padding = dict.fromkeys(TILED_CLASSES, 0.0)
     names_one, names_two = [op[:2] for op in one], [op[:2] for op in two]
@@ -351,8 +351,7 @@ def intensity_profile(one: list[tuple], two: list[tuple]) -> dict[str, int]:
             if flops < edge * nbytes:
                 out[profile_column(kind, edge, "flops")] += flops
                 out[profile_column(kind, edge, "bytes")] += nbytes
-    out = {key: round(value) for key, value in out.items()}
-    return out | {f"{kind}_tile_padding": value for kind, value in padding.items()}
+    return {key: round(value) for key, value in out.items()}, padding
 
 
 def split_of(model, step) -> dict[str, int]:
@@ -363,17 +362,18 @@ def split_of(model, step) -> dict[str, int]:
     FLOPs fast algorithms take (3x3 and 5x5 kernels at stride 1), and
     `logits_bytes_per_sample`, what a loss's log-softmax reads a sample (fp32), and how each
     class's work spreads over arithmetic intensity (`intensity_profile`), and the FLOPs the
-    matrix products' and convolutions' tiles execute (`<class>_tiled_flops_per_sample`).
+    matrix products', convolutions' and attention kernels' tiles execute
+    (`<class>_tiled_flops_per_sample`).
     `step(batch)` returns the loss of a forward pass at `batch` samples on the meta device."""
     traced_one, traced_two = trace(model, step, 1), trace(model, step, 2)
     one, two = traced_one.totals, traced_two.totals
-    out: dict[str, int] = intensity_profile(traced_one.operators, traced_two.operators)
+    out, padding = intensity_profile(traced_one.operators, traced_two.operators)
     step_bytes = 0.0
     for kind in CLASSES:
-        out[f"{kind}_flops_per_sample"] = round(two[kind][0] - one[kind][0])
+        counted = two[kind][0] - one[kind][0]
+        out[f"{kind}_flops_per_sample"] = round(counted)
         if kind in TILED_CLASSES:
-            out[tiled_column(kind)] = round(two[kind][0] - one[kind][0]
-                                            + out.pop(f"{kind}_tile_padding"))
+            out[tiled_column(kind)] = round(counted + padding[kind])
         per_sample = max(two[kind][1] - one[kind][1], 0.0)
         out[f"{kind}_bytes_per_sample"] = round(per_sample)
         out[AUTOCAST_BYTES_COLUMNS[kind]] = round(max(two[kind][2] - one[kind][2], 0.0))

@@ -234,8 +234,8 @@ def _table_rows(computed: dict) -> list[dict]:
                  "value": " ".join(str(edge) for edge in INTENSITY_EDGES)})
     for kind in PROFILED_CLASSES:
         for what in ("flops", "bytes"):  # the profile's FLOPs are those the kernels execute
-            column = executed_flops_column(kind) if what == "flops" else f"{kind}_bytes_per_sample"
-            total = computed.get(column) or computed.get(f"{kind}_{what}_per_sample") or 0
+            executed = what == "flops" and computed.get(executed_flops_column(kind))
+            total = executed or computed.get(f"{kind}_{what}_per_sample") or 0
             if not total or computed.get(profile_column(kind, INTENSITY_EDGES[0], what)) is None:
                 continue
             shares = [computed[profile_column(kind, edge, what)] / total
