@@ -32,10 +32,12 @@ def test_every_published_figure_is_carried_with_its_citation(reference):
         assert carried["unit"] == row["unit"]
     for row in _shipped():
         dle = row["source"].startswith("published: NVIDIA/DeepLearningExamples ")
-        # MLPerf Training logs: v1.0 and v2.0-v4.0, NVIDIA's and partners' submissions (v3.0
-        # H3C; v3.1 CTuning; v4.0 Dell, Lenovo, Fujitsu).
+        # MLPerf Training logs: v1.0-v4.0, NVIDIA's and partners' submissions (v1.1 and v3.0
+        # Dell; v2.0 and v3.1 Krai; v2.1 and v3.1 Supermicro; v3.0 H3C; v3.1 CTuning; v4.0
+        # Dell, Lenovo, Fujitsu).
         mlperf = re.match(r"published: mlcommons/training_results_v\d+\.\d+ "
-                          r"(NVIDIA|Dell|H3C|Lenovo|Fujitsu|CTuning)/results/", row["source"])
+                          r"(NVIDIA|Dell|H3C|Lenovo|Fujitsu|CTuning|Krai|Supermicro)/results/",
+                          row["source"])
         tf_benchmarks = row["source"].startswith(  # TensorFlow's 2017 benchmarks page
             "published: tensorflow/tensorflow tensorflow/docs_src/performance/benchmarks.md@")
         # timm's train benchmark files on an RTX 3090 (AMP, NCHW and NHWC; PyTorch 1.12)
@@ -62,13 +64,15 @@ def test_hand_checked_counts():
     # + 16 BART-large pre-training rows (DLE's README, 22.08; 1-320 A100s, TF32 and BF16)
     # + 72 rows of DLE's TensorFlow 2 BERT README (21.02, XLA: pre-training on 1-32 DGX-2H and
     # DGX A100 nodes, SQuAD fine-tuning on DGX-1 and DGX A100) on 2026-11-28
-    # + 40 rows of timm's RTX 3090 train benchmark (20 zoo models, NCHW and NHWC) on 2026-12-05.
+    # + 40 rows of timm's RTX 3090 train benchmark (20 zoo models, NCHW and NHWC) on 2026-12-05
+    # + 13 MLPerf ResNet-50 rows on 2026-12-05 (PCIe servers without NVLink bridges: A100 PCIe
+    # 40 and 80 GB, H100 PCIe; a workstation's 2x RTX A5000).
     rows = _shipped()
-    assert len(rows) == 1014
+    assert len(rows) == 1027
     per_model = {}
     for r in rows:
         per_model[r["model"]] = per_model.get(r["model"], 0) + 1
-    assert per_model == {"resnet50": 135, "resnet152": 39, "bert_large": 224, "transformer_big": 20,
+    assert per_model == {"resnet50": 148, "resnet152": 39, "bert_large": 224, "transformer_big": 20,
                          "efficientnet_b0": 26, "efficientnet_b4": 26,
                          "efficientnet_widese_b0": 16, "efficientnet_widese_b4": 16,
                          "resnext101_32x4d": 30, "se_resnext101_32x4d": 30,
@@ -130,6 +134,36 @@ def test_hand_checked_counts():
             for r in added if r["gpu"] == "L40S"}
     assert l40s == {"Dell": ("4", "400", 8739), "Lenovo": ("8", "300", 14810),
                     "Fujitsu": ("8", "300", 14868)}
+    pcie = {(r["gpu"], r["source"].split()[2]): (r["num_gpus"], r["batch_per_gpu"],
+                                                  float(r["throughput"]), r["interconnect"])
+            for r in rows if r["as_of"] == "2026-12-05" and "mlcommons" in r["source"]}
+    assert pcie == {
+        ("H100PCIe", "Dell/results/R760xax4H100-PCIE-80GB/resnet/result_0.txt@9f08e30c"):
+            ("4", "816", 18912, "PCIe"),
+        ("H100PCIe", "Supermicro/results/SYS-681E-TR/resnet/result_1.txt@f33f9444"):
+            ("8", "400", 35186, "PCIe"),
+        ("A100PCIe-80GB", "Dell/results/R750xax4A100-PCIE-80GB/resnet/result_0.txt@9f08e30c"):
+            ("4", "408", 12957, "PCIe"),
+        ("A100PCIe-80GB", "Supermicro/results/AS-4124GS-TNR_8_A100-PCIe-80GB-300W/resnet/"
+                          "result_0.txt@9b4d2df6"): ("8", "408", 24545, "PCIe"),
+        ("A100PCIe-80GB", "Dell/results/DSS8440x8A100-PCIE-80GB/resnet/result_0.txt@f6f04435"):
+            ("8", "408", 22455, "PCIe"),
+        ("A100PCIe-40GB", "Dell/results/DSS8440x8A100-PCIE-40GB/resnet/result_0.txt@f6f04435"):
+            ("8", "408", 19430, "PCIe"),
+        ("H100PCIe", "Dell/results/R750xax4H100-PCIE-80GB/resnet/result_0.txt@9f08e30c"):
+            ("4", "816", 18092, "PCIe"),
+        ("H100PCIe", "Lenovo/results/SR675v3-8xH100_PCIe_80GB_350W/resnet/result_1.txt@f33f9444"):
+            ("8", "400", 33240, "PCIe"),
+        ("A100PCIe-80GB", "H3C/results/R4900G5x1A100-PCIE-80GB/resnet/result_1.txt@a6ae3e16"):
+            ("1", "1000", 2994, "PCIe"),
+        ("A100PCIe-80GB", "H3C/results/R5300G5x8A100-PCIE-80GB/resnet/result_1.txt@a6ae3e16"):
+            ("8", "408", 24761, "PCIe"),
+        ("RTXA5000", "Krai/results/7920T_2xA5000/resnet/result_0.txt@a6ae3e16"):
+            ("2", "204", 2645, "NVLink"),
+        ("RTXA5000", "Krai/results/7920T_2xA5000_mxnet22.08/resnet/result_0.txt@f33f9444"):
+            ("2", "204", 2347, "NVLink"),
+        ("RTXA5000", "Krai/results/7920T_2xA5000_mxnet23.08/resnet/result_0.txt@f33f9444"):
+            ("2", "236", 2769, "NVLink")}
     (row,) = [r for r in added if r["framework"] == "MXNet" and r["num_gpus"] == "16"
               and r["precision"] == "fp32"]
     assert (row["gpu"], row["batch_per_gpu"], float(row["throughput"])) == ("V100", "128", 6338)
@@ -344,6 +378,7 @@ def test_binned_bert_phase_2_rows_are_a_stack_of_their_own():
     ("throughput", "fast", "throughput is 'fast', expected a positive number"),
     ("unit", "it/s", "unit is 'it/s', expected one of img/s, images/s, samples/s, seq/s"),
     ("memory_format", "NDHWC", "memory_format is 'ndhwc', expected nhwc (channels-last), nchw"),
+    ("interconnect", "InfiniBand", "interconnect is 'InfiniBand', expected PCIe (no GPU-to-GPU"),
 ])
 def test_a_bad_cell_is_named_by_its_column(tmp_path, column, value, message):
     rows = list(csv.DictReader(SHIPPED.open(newline="")))
@@ -376,6 +411,26 @@ def test_a_recipes_memory_format_reaches_the_features():
     assert [t["extra"].get(LAYOUT_KEY) for t in trials] == [False, None, False]
     features, _, _ = trial_features(trials, model_features())
     assert features[LAYOUT_KEY].tolist() == [0.0, 1.0, 0.0]
+
+
+def test_a_servers_pcie_link_reaches_the_features():
+    """A100 and H100 PCIe cards have NVLink bridges on the datasheet, but MLPerf's PCIe servers
+    ran without them: their rows say PCIe, and the all-reduce inside the node is priced on the
+    GPUs' PCIe links; a row without the column gets the GPU's own NVLink."""
+    from advisor.features import model_features, trial_features
+    from advisor.physics import PCIE_X16_GB_S
+    from cloud.gpus import gpu_spec
+
+    rows = _shipped()
+    pcie = [r for r in rows if r["gpu"] in ("A100PCIe-40GB", "A100PCIe-80GB", "H100PCIe")]
+    assert pcie and {r["interconnect"] for r in pcie} == {"PCIe"}
+    bridged = {**pcie[0], "interconnect": ""}
+    trials = [trial_row(row) for row in (pcie[0], bridged, {**bridged, "interconnect": "nvlink"})]
+    assert [t["extra"].get("interconnect") for t in trials] == ["PCIe", None, "NVLink"]
+    features, _, _ = trial_features(trials, model_features())
+    spec = gpu_spec(pcie[0]["gpu"])
+    assert features["intra_node_gb_s"].tolist() == [PCIE_X16_GB_S[spec.pcie_gen],
+                                                     spec.nvlink_gb_s / 2, spec.nvlink_gb_s / 2]
 
 
 def test_a_sources_own_names_for_model_and_gpu_land_on_the_card_and_datasheet(tmp_path):

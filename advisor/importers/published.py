@@ -17,7 +17,9 @@ tokens_per_gpu_batch, card (the model
 card at the row's own input size, `matched_card`), import_fingerprint, and network_gbps
 (per-node inter-node bandwidth) where the optional column gives it, and channels_last where the
 optional `memory_format` says how the recipe held its tensors (`nhwc` or `nchw`; empty: a
-tuned recipe's channels-last, `advisor.features.LAYOUT_KEY`). Where the optional column
+tuned recipe's channels-last, `advisor.features.LAYOUT_KEY`), and interconnect where the
+optional `interconnect` says how the node linked its GPUs (PCIe for a server without NVLink
+bridges, whose GPUs have NVLink on the datasheet). Where the optional column
 `mean_seq_len` gives the mean length a sequence was padded to (an input pipeline that pads a
 batch only to its longest sequence), that is the trial's `seq_len`, the workload it measured,
 and `extra.max_seq_len` keeps the published maximum.
@@ -98,6 +100,22 @@ def samples_per_second(row: dict[str, str], value: float, seq_len: int | None,
 
 # The optional `memory_format` column: how the recipe held its tensors, as channels_last.
 MEMORY_FORMATS = {"nhwc": True, "nchw": False}
+
+
+# The optional `interconnect` column: how the node linked its GPUs, as the catalog says it.
+INTERCONNECTS = {name.lower(): name for name in ("PCIe", "NVLink", "NVSwitch")}
+
+
+def _interconnect(row: dict[str, str]) -> dict[str, str]:
+    """`extra.interconnect` of a row whose `interconnect` says it (nothing where empty: the
+    GPU's own NVLink where it has one, else PCIe, as for any trial)."""
+    given = (row.get("interconnect") or "").strip()
+    if not given:
+        return {}
+    if given.lower() not in INTERCONNECTS:
+        raise ValueError(f"interconnect is {given[:20]!r}, expected PCIe (no GPU-to-GPU link), "
+                         "NVLink, NVSwitch or empty (the GPU's own link)")
+    return {"interconnect": INTERCONNECTS[given.lower()]}
 
 
 def _memory_format(row: dict[str, str]) -> dict[str, bool]:
@@ -182,7 +200,7 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
         raise ValueError(f"num_gpus {gpus} is not a whole number of GPUs on each of "
                          f"{nodes} nodes")
     extra = ({"network_gbps": _positive(row["network_gbps"], "network_gbps")}
-             if row.get("network_gbps") else {}) | _memory_format(row)
+             if row.get("network_gbps") else {}) | _memory_format(row) | _interconnect(row)
     seq_len, max_seq_len = workload_seq_len(row), _int(row["seq_len"], "seq_len")
     if seq_len != max_seq_len:
         extra["max_seq_len"] = max_seq_len
