@@ -14,7 +14,9 @@
 - the marketing name with its spaces or dashes, where no name or family matched: `RTX 3090`,
   `rtx-a6000` (or `A6000`), `RTX 6000 Ada` and `Titan RTX` are RTX3090, RTXA6000, RTX6000Ada
   and TitanRTX (canonical names of workstation and desktop cards carry no dash, so that `RTX`
-  is not a family);
+  is not a family); a GeForce card by its number alone (`3090`, `2080Ti`, `1080 Ti`) is the
+  RTX (GTX before the 20 series) card of that number; `RTX8000` is the Quadro RTX 8000, and
+  `RTX 6000`, which may be the Quadro RTX 6000 or the RTX 6000 Ada, names both;
 - the device name the driver reports (`torch.cuda.get_device_name()`, `nvidia-smi`), as
   profiled runs and other people's benchmark tables record it: `Tesla V100-SXM2-32GB`,
   `NVIDIA A100-SXM4-40GB`, `NVIDIA H100 80GB HBM3`, `NVIDIA GeForce RTX 3090`. Vendor and
@@ -43,6 +45,12 @@ FORM_WORDS = {"sxm": "sxm", "sxm2": "sxm", "sxm3": "sxm", "sxm4": "sxm", "sxm5":
               "pcie": "pcie", "nvl": "pcie"}  # H100/H200 NVL: PCIe cards bridged in pairs
 MEMORY_TYPE = re.compile(r"^(hbm\w*|gddr\w*)$")  # "H100 80GB HBM3": the memory's kind
 RTX_A_SERIES = re.compile(r"a\d{4}")  # NVIDIA's Ampere workstation cards, RTX A2000-A6000
+# A GeForce card by its number alone, as benchmark tables write it ("3090", "2080Ti", "1080 Ti"):
+# GTX before the 20 series, RTX from it on.
+GEFORCE_NUMBER = re.compile(r"(\d{2})\d{2}(ti|super)?")
+# "RTX 8000", "RTX 6000": Turing's Quadro RTX cards, or the Ada card of that number (RTX 6000 Ada
+# Generation), which the bare name does not tell apart: every row it may be.
+QUADRO_RTX = re.compile(r"rtx[4-8]000")
 
 
 def family(name: str) -> str:
@@ -67,8 +75,8 @@ def gpu_matches(text: str, known: Iterable[str] | Mapping[str, Any]) -> tuple[st
 def _device_matches(text: str, known: Iterable[str] | Mapping[str, Any]) -> tuple[str, ...]:
     """The names a driver's device name stands for: brand words, memory kind and size and
     form factor set apart, the rest compacted ('Tesla V100-SXM2-32GB': v100, 32 GB, SXM)."""
-    words = [w for w in re.split(r"[\s_/-]+", text.strip().lower())
-             if w and w not in BRAND_WORDS and not MEMORY_TYPE.match(w)]
+    words = _joined_sizes([w for w in re.split(r"[\s_/-]+", text.strip().lower())
+                           if w and w not in BRAND_WORDS and not MEMORY_TYPE.match(w)])
     memory = [int(m.group(1)) for w in words if (m := MEMORY_WORD.match(w))]
     forms = [w for w in words if w in FORM_WORDS]
     core = "".join(w for w in words if not MEMORY_WORD.match(w) and w not in FORM_WORDS)
@@ -76,7 +84,11 @@ def _device_matches(text: str, known: Iterable[str] | Mapping[str, Any]) -> tupl
         return ()
     if RTX_A_SERIES.fullmatch(core):  # 'A6000' is the RTX A6000, as benchmark tables write it
         core = "rtx" + core
+    elif number := GEFORCE_NUMBER.fullmatch(core):
+        core = ("gtx" if int(number.group(1)) < 20 else "rtx") + core
     names = tuple(known)
+    if QUADRO_RTX.fullmatch(core) and not forms and not memory:
+        return tuple(n for n in names if _compact(n) in ("quadro" + core, core + "ada"))
     rows = known if isinstance(known, Mapping) else {}
     # A form factor that is part of a name (P100SXM2, the DGX-1's P100; A100PCIe-80GB) names
     # that part; otherwise the name without it, whose row's form must then be the one asked.
@@ -90,6 +102,17 @@ def _device_matches(text: str, known: Iterable[str] | Mapping[str, Any]) -> tupl
     wanted = {FORM_WORDS[w] for w in forms}
     return tuple(n for n in found if named_form or not wanted
                  or _form(rows.get(n)) in wanted | {None})
+
+
+def _joined_sizes(words: list[str]) -> list[str]:
+    """A memory size written apart from its unit ('80', 'gb') as one word ('80gb')."""
+    joined: list[str] = []
+    for word in words:
+        if word == "gb" and joined and joined[-1].isdigit():
+            joined[-1] += word
+        else:
+            joined.append(word)
+    return joined
 
 
 def other_form_of(text: str, known: Mapping[str, Any]) -> tuple[str, ...]:

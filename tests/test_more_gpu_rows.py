@@ -99,6 +99,20 @@ def test_parts_without_a_row_match_nothing_new(name, matches):
     assert gpu_matches(name, gpu_specs()) == matches
 
 
+@pytest.mark.parametrize("name, matches", [
+    # benchmark tables' short forms: a GeForce card by its number, a size apart from its unit
+    ("3090", ("RTX3090",)), ("4090", ("RTX4090",)), ("3080 Ti", ("RTX3080Ti",)),
+    ("2080Ti", ("RTX2080Ti",)), ("1080 Ti", ("GTX1080Ti",)), ("1080", ("GTX1080",)),
+    ("RTX8000", ("QuadroRTX8000",)), ("A100 SXM4 80 GB", ("A100-80GB",)),
+    ("V100 32 GB", ("V100-32GB",)),
+    # "RTX 6000" may be Turing's Quadro or the Ada card: both, so a lookup asks to name one
+    ("RTX 6000", ("RTX6000Ada", "QuadroRTX6000")),
+    ("3090 Ti", ()), ("2080 Super", ()),  # parts without a row of their own
+])
+def test_short_names_of_benchmark_tables(name, matches):
+    assert gpu_matches(name, gpu_specs()) == matches
+
+
 def test_every_added_row_is_present_once_with_its_capabilities():
     specs = gpu_specs()
     for name, (arch, _) in ADDED.items():
