@@ -114,6 +114,8 @@ CIFAR_SUFFIX = "_cifar"
 # A point release a source adds to a model's name ("ResNet-50 v1.5", "SSD300 v1.1"): the
 # same network, revised in its training details. A whole version ("MobileNetV2") is another.
 _POINT_RELEASE = re.compile(r"[\s\-_]*v\d+\.\d+$", re.IGNORECASE)
+# A Hugging Face checkpoint's tokenizer casing ("bert-base-uncased"): the same network.
+_CASING = re.compile(r"[\s\-_]*(un)?cased$", re.IGNORECASE)
 
 
 class CardError(GpuAdvisorError, ValueError):
@@ -161,15 +163,16 @@ def sized_card_names(model: str, size: int) -> tuple[str, ...]:
 def matching_card(cards, model: str) -> str | None:
     """The name in `cards` that `model` stands for, tolerant of case, spaces, '-', '_', '.'
     and '/' as the zoo is (ResNet-50 is resnet50, BERT Large bert_large, ViT-B/16 vit_b16),
-    and of a point release the zoo's name does not carry (ResNet-50 v1.5 is resnet50) or a
-    version's missing 'v' (inception4 is inception_v4); None where none does."""
+    of a point release the zoo's name does not carry (ResNet-50 v1.5 is resnet50), a checkpoint's
+    tokenizer casing (bert-large-uncased is bert_large) or a version's missing 'v' (inception4
+    is inception_v4); None where none does."""
     def plain(name: str) -> str:
         return re.sub(r"[\s\-_./]", "", name.strip().lower())
 
     if model in cards:
         return model
     names = {plain(name): name for name in cards}
-    unreleased = plain(_POINT_RELEASE.sub("", model.strip()))
+    unreleased = plain(_POINT_RELEASE.sub("", _CASING.sub("", model.strip())))
     # tf_cnn_benchmarks' --model names drop the version's 'v': inception3 is inception_v3
     versioned = re.sub(r"(?<=[a-z])(\d+)$", r"v\1", unreleased)
     return names.get(plain(model)) or names.get(unreleased) or names.get(versioned)

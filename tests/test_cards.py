@@ -201,6 +201,7 @@ def test_shipped_csv_matches_what_the_code_computes(computed):
     ("Transformer-XL Base", "transformer_xl_base"), ("DenseNet-121", "densenet121"),
     ("Inception v3", "inception_v3"), ("GNMT v2", "gnmt_v2"), ("inception3", "inception_v3"),
     ("inception4", "inception_v4"), ("Inception-v4", "inception_v4"), ("vgg16", "vgg16"),
+    ("bert-large-uncased", "bert_large"), ("bert-base-cased", "bert_base"),
     # a whole version is another network: MobileNet (v1) is not MobileNetV2
     ("MobileNet", None), ("ResNet-50 v2", None)])
 def test_matching_card_tolerates_a_sources_spelling(spelling, card):
