@@ -4,8 +4,10 @@ usable memory in), and the largest micro-batch that fits under each memory remed
 Per GPU: fp32 weights (the master copy, also under autocast), gradients, optimizer state,
 autocast's 16-bit weight copies, DDP's gradient buckets (a second copy of the gradients), the
 saved activations of the micro-batch (under autocast at the dtypes it saves them in: the card's
-`autocast_activation_bytes_per_sample`) and those a step saves once whatever its batch (the
-card's `step_activation_bytes`: WaveGlow's weight-normalised weights) plus the activation
+`autocast_activation_bytes_per_sample`; under FSDP in 16 bits, whose gathered parameters are
+16-bit, half their fp32 bytes: advisor.sharding.autocast_rows) and those a step saves once
+whatever its batch (the card's `step_activation_bytes`: WaveGlow's weight-normalised weights)
+plus the activation
 gradients live at the backward peak (or, where larger, a language model's fp32 logits and their
 gradients at its loss), the allocator's slack, cuDNN/cuBLAS workspaces and the CUDA context.
 Sharding (FSDP full shard / ZeRO-3) divides weights, gradients and optimizer state by the
@@ -148,11 +150,12 @@ def state_mib(model: ModelMemory, remedy: Remedy, workers) -> np.ndarray:
 
 def step_saved_mib(model: ModelMemory, remedy: Remedy) -> float:
     """Saved tensors a step keeps once whatever its batch (MiB): under autocast at the widths
-    it saves them in (half the fp32 figure where the card does not say); checkpointing keeps
-    those of the block being recomputed."""
+    it saves them in (half the fp32 figure where the card does not say, and under FSDP in 16
+    bits, which computes in 16 bits throughout); checkpointing keeps those of the block being
+    recomputed."""
     if not model.half:
         saved = model.step_activation_bytes
-    elif model.autocast_step_activation_bytes is not None:
+    elif model.autocast_step_activation_bytes is not None and not remedy.sharded:
         saved = model.autocast_step_activation_bytes
     else:
         saved = model.step_activation_bytes * HALF_ACTIVATION_FACTOR
@@ -166,9 +169,10 @@ def sample_mib(model: ModelMemory, remedy: Remedy) -> float:
     returned = HALF_ACTIVATION_FACTOR if model.half else 1.0  # the logits the model returns
     if not model.half:
         saved = model.activation_bytes
-    elif np.isfinite(model.autocast_activation_bytes or np.nan):
+    elif np.isfinite(model.autocast_activation_bytes or np.nan) and not remedy.sharded:
         saved = model.autocast_activation_bytes  # the log-softmax's output at fp32 in it
-    else:  # halved, the log-softmax's fp32 output too: its other half comes with the loss
+    else:  # halved (FSDP in 16 bits: 16-bit parameters, so 16-bit activations throughout), the
+        # log-softmax's fp32 output too: its other half comes with the loss
         saved = model.activation_bytes * HALF_ACTIVATION_FACTOR
         returned += HALF_ACTIVATION_FACTOR
     if remedy.checkpointing:  # the loss's scores lie outside the checkpointed blocks

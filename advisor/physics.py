@@ -68,7 +68,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from advisor.sharding import communication_scale, compute_scale, optimizer_scale
+from advisor.sharding import (
+    autocast_rows,
+    communication_scale,
+    compute_scale,
+    optimizer_scale,
+)
 from gpuadvisor.cards import (
     AUTOCAST_BYTES_COLUMNS,
     INTENSITY_EDGES,
@@ -455,15 +460,16 @@ def nchw_transposes(features: dict) -> np.ndarray:
 
 def traffic_scale(features: dict, kind: str, half: np.ndarray) -> np.ndarray:
     """Bytes class `kind` moves at each row's precision per byte it moves in fp32: 1 in FP32
-    and TF32; under autocast (16-bit rows) the card's autocast traffic over its fp32 traffic
-    (a 16-bit GEMM's 0.5; a transformer's element-wise work near 1, its residual stream being
-    fp32), else HALF_BYTES."""
+    and TF32; under autocast (16-bit DDP rows) the card's autocast traffic over its fp32
+    traffic (a 16-bit GEMM's 0.5; a transformer's element-wise work near 1, its residual stream
+    being fp32), else HALF_BYTES: a card without the column, and FSDP in 16 bits, whose
+    parameters and activations are 16-bit throughout (sharding.autocast_rows)."""
     n = len(half)
     fp32 = np.nan_to_num(_optional(features, f"{kind}_bytes_per_sample", n))
     autocast = _optional(features, AUTOCAST_BYTES_COLUMNS[kind], n)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(np.isfinite(autocast) & (fp32 > 0), autocast / fp32, HALF_BYTES)
-    return np.where(half, ratio, 1.0)
+    return np.where(autocast_rows(features, n, half), ratio, np.where(half, HALF_BYTES, 1.0))
 
 
 def memory_bound_shares(features: dict, kind: str, balance: np.ndarray,
@@ -537,11 +543,12 @@ def design_matrix(features: dict) -> np.ndarray:
 
 
 def kernels_per_step(features: dict, n: int) -> np.ndarray:
-    """The kernels the host dispatches a step: the card's, and in 16 bits the casts autocast
+    """The kernels the host dispatches a step: the card's, and under autocast the casts it
     adds in front of its 16-bit operators (0 for a card without the columns)."""
     kernels = np.nan_to_num(_optional(features, "kernels_per_step", n))
     casts = np.nan_to_num(_optional(features, "autocast_kernels_per_step", n))
-    return kernels + np.where(is_in(features, "precision", HALF_PRECISIONS), casts, 0.0)
+    half = is_in(features, "precision", HALF_PRECISIONS)
+    return kernels + np.where(autocast_rows(features, n, half), casts, 0.0)
 
 
 def host_speed(features: dict, n: int) -> np.ndarray:

@@ -11,6 +11,9 @@ worker moves per micro-step relative to DDP's ring all-reduce of the gradients, 
   the compute dtype and G' the gradients reduced in it (FSDP's mixed precision; DDP under
   autocast reduces fp32 gradients).
 
+- FSDP in 16 bits computes in 16 bits throughout (its parameters are in the compute dtype), where
+  DDP under autocast keeps a transformer's residual stream fp32: `autocast_rows`.
+
 The layout travels in optional feature columns (`accumulation`, `checkpointing`, `sharded`);
 a feature dict without them (every measured trial) gets factors of one. numpy only.
 """
@@ -36,6 +39,16 @@ def plain_layout(features: dict, n: int) -> np.ndarray:
     return ((_column(features, "accumulation", 1.0, n) <= 1)
             & (_column(features, "checkpointing", 0.0, n) == 0)
             & (_column(features, "sharded", 0.0, n) == 0))
+
+
+def autocast_rows(features: dict, n: int, half: np.ndarray) -> np.ndarray:
+    """Of the 16-bit rows (`half`), those that run under autocast, with fp32 parameters (DDP).
+    Under FSDP the 16-bit precision is its mixed-precision policy's `param_dtype`: the
+    parameters it gathers, and so every activation computed from them, are 16-bit
+    (torchtitan's FSDP2, like Megatron's and DeepSpeed's bf16 modules, keeps no fp32 residual
+    stream), so such a row's kernels read and write 16 bits throughout and no autocast cast
+    runs in front of them."""
+    return half & ~(_column(features, "sharded", 0.0, n) > 0)
 
 
 def compute_scale(features: dict, n: int) -> np.ndarray:

@@ -121,3 +121,42 @@ def test_a_measurement_of_plain_ddp_does_not_answer_for_another_layout():
     features = configuration_features(configs, model_features())
     prediction = load_artifact().predict("throughput", features)
     assert prediction.provenance.tolist() == ["measured", "interpolated"]
+
+
+def test_fsdp_in_16_bits_computes_in_16_bits_throughout():
+    """FSDP's mixed precision gathers 16-bit parameters, so a Llama's residual stream is 16-bit:
+    its element-wise traffic is half its fp32 bytes, and no autocast cast runs; under DDP with
+    autocast the card's autocast traffic (its fp32 residual stream) and casts stay."""
+    from advisor.features import configuration_features, model_features
+    from gpuadvisor.cards import OPERATOR_CLASSES
+
+    configs = {"model": ["llama_8b"] * 3, "gpu": ["H100-80GB"] * 3, "provider": ["aws"] * 3,
+               "sync": ["allreduce"] * 3, "ps_count": [0] * 3,
+               "precision": ["bf16", "bf16", "fp32"], "nodes": [1] * 3, "gpus_per_node": [8] * 3,
+               "batch_per_gpu": [1] * 3, "spot": [False] * 3, "network_gbps": [3200.0] * 3,
+               "sharded": [0, 1, 1]}
+    features = configuration_features({k: np.array(v) for k, v in configs.items()},
+                                      model_features())
+    half = np.array([True, True, False])
+    ddp, fsdp, fp32 = (physics.traffic_scale(features, "other", half))
+    assert ddp > 0.9 and fsdp == physics.HALF_BYTES and fp32 == 1.0  # fp32 residual in DDP
+    for kind in OPERATOR_CLASSES:
+        assert physics.traffic_scale(features, kind, half)[1] == physics.HALF_BYTES
+    casts = features["autocast_kernels_per_step"][0]
+    kernels = physics.kernels_per_step(features, 3)
+    assert casts > 0 and kernels[0] - kernels[1] == casts and kernels[1] == kernels[2]
+
+
+def test_fsdp_in_16_bits_saves_16_bit_activations():
+    """Under DDP with autocast a transformer saves its fp32 residual stream (the card's autocast
+    bytes, 0.6 of fp32 here); FSDP in 16 bits saves half the fp32 bytes."""
+    from advisor.memory import NONE, ModelMemory, Remedy, sample_mib
+
+    fp32 = float(CARDS["llm_8b"]["activation_bytes_per_sample"])
+    autocast = ModelMemory(8.0e9, 3.2e10, fp32, "bf16", "adamw", 290.0,
+                           autocast_activation_bytes=0.6 * fp32)
+    unmeasured = ModelMemory(8.0e9, 3.2e10, fp32, "bf16", "adamw", 290.0)
+    fsdp = Remedy("fsdp", sharded=True)
+    assert sample_mib(autocast, NONE) == pytest.approx(1.12 * 0.6 * fp32 / 2**20)
+    assert sample_mib(autocast, fsdp) == pytest.approx(1.12 * 0.5 * fp32 / 2**20)
+    assert sample_mib(autocast, fsdp) == sample_mib(unmeasured, fsdp)
