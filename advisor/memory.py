@@ -7,9 +7,9 @@ saved activations of the micro-batch (under autocast at the dtypes it saves them
 `autocast_activation_bytes_per_sample`; under FSDP in 16 bits, whose gathered parameters are
 16-bit, half their fp32 bytes: advisor.sharding.autocast_rows) and those a step saves once
 whatever its batch (the card's `step_activation_bytes`: WaveGlow's weight-normalised weights)
-plus the activation
-gradients live at the backward peak (or, where larger, a language model's fp32 logits and their
-gradients at its loss), the allocator's slack, cuDNN/cuBLAS workspaces and the CUDA context.
+plus the activation gradients live at the backward peak (or, where larger, a language model's
+fp32 logits and their gradients at its loss), the allocator's slack, cuDNN/cuBLAS workspaces
+and the CUDA context.
 Sharding (FSDP full shard / ZeRO-3) divides weights, gradients and optimizer state by the
 workers and keeps the few layers being gathered; activation checkpointing keeps each block's
 input and recomputes its inside. The constants are held against published batch sizes by
