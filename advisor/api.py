@@ -236,8 +236,10 @@ def fastest_layouts(candidates, work, estimator):
         plain.columns.update(micro_batch=share, accumulation=np.ones_like(share),
                              checkpointing=np.zeros(len(share), bool),
                              sharded=np.zeros(len(share), bool))
+        reference = plain.features(work)  # at the plan's widths (FSDP's 16-bit parameters)
+        reference["half_params"] = candidates["sharded"][remedied].astype(float)
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = (estimator.predict("throughput", plain.features(work)).value
+            ratio = (estimator.predict("throughput", reference).value
                      / throughput[remedied] - 1.0)
         slowdown[remedied] = np.maximum(np.nan_to_num(ratio), 0.0)
     candidates.columns["remedy_slowdown"] = slowdown

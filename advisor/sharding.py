@@ -25,7 +25,7 @@ import numpy as np
 from advisor.memory import CHECKPOINT_COMPUTE_FACTOR
 from gpuadvisor.vocab import HALF_PRECISIONS
 
-LAYOUT_KEYS = ("accumulation", "checkpointing", "sharded")
+LAYOUT_KEYS = ("accumulation", "checkpointing", "sharded", "half_params")
 
 
 def _column(features: dict, key: str, default: float, n: int) -> np.ndarray:
@@ -35,10 +35,12 @@ def _column(features: dict, key: str, default: float, n: int) -> np.ndarray:
 
 
 def plain_layout(features: dict, n: int) -> np.ndarray:
-    """Rows trained as the measurements were: one micro-step per optimizer step, plain DDP."""
+    """Rows trained as the measurements were: one micro-step per optimizer step, plain DDP
+    (under autocast, where 16-bit)."""
     return ((_column(features, "accumulation", 1.0, n) <= 1)
             & (_column(features, "checkpointing", 0.0, n) == 0)
-            & (_column(features, "sharded", 0.0, n) == 0))
+            & (_column(features, "sharded", 0.0, n) == 0)
+            & (_column(features, "half_params", 0.0, n) == 0))
 
 
 def autocast_rows(features: dict, n: int, half: np.ndarray) -> np.ndarray:
@@ -47,8 +49,11 @@ def autocast_rows(features: dict, n: int, half: np.ndarray) -> np.ndarray:
     parameters it gathers, and so every activation computed from them, are 16-bit
     (torchtitan's FSDP2, like Megatron's and DeepSpeed's bf16 modules, keeps no fp32 residual
     stream), so such a row's kernels read and write 16 bits throughout and no autocast cast
-    runs in front of them."""
-    return half & ~(_column(features, "sharded", 0.0, n) > 0)
+    runs in front of them. `half_params` (1 or 0) says where the parameters are 16-bit
+    whatever the sharding (a plan's DDP reference at its widths); absent or NaN: as `sharded`."""
+    sharded = _column(features, "sharded", 0.0, n) > 0
+    given = np.asarray(features.get("half_params", np.full(n, np.nan)), dtype=float)
+    return half & ~np.where(np.isnan(given), sharded, given > 0)
 
 
 def compute_scale(features: dict, n: int) -> np.ndarray:

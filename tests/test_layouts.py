@@ -160,3 +160,17 @@ def test_fsdp_in_16_bits_saves_16_bit_activations():
     assert sample_mib(autocast, NONE) == pytest.approx(1.12 * 0.6 * fp32 / 2**20)
     assert sample_mib(autocast, fsdp) == pytest.approx(1.12 * 0.5 * fp32 / 2**20)
     assert sample_mib(autocast, fsdp) == sample_mib(unmeasured, fsdp)
+
+
+def test_an_fsdp_plans_slowdown_is_against_ddp_at_its_own_widths(offerings):
+    """`remedy_slowdown` is what sharding adds (its all-gathers) over the same cluster at the
+    same activation widths, not the 16-bit widths' saving over autocast."""
+    from advisor.api import fastest_layouts
+    from advisor.artifact import load_artifact
+    from gpuadvisor.cards import load_cards
+
+    work = build_workload(load_cards(), "llama_8b", precision="bf16")  # the split zoo card
+    cands = enumerate_candidates(offerings, work, Filters(gpus=["H200"], max_nodes=1))
+    kept, _ = fastest_layouts(cands, work, load_artifact())
+    fsdp = kept["remedy"] == "fsdp"
+    assert fsdp.any() and (kept["remedy_slowdown"][fsdp] > 0).all()
