@@ -46,11 +46,13 @@ TABLE_COLUMNS = {
 NUMERIC = ("rank", "throughput", "time", "cost", "time_conf", "cost_conf", "p_deadline")
 # On a console narrower than the full table, the first of these layouts that fits: the
 # pick's key figures (instance, shape, market, time and cost at confidence, P(dl)) stay;
-# evidence, throughput, the P50s and then the provider go first (the region names tell GCP's
-# from AWS's). Each: columns dropped, columns replaced by narrower ones, what the note says.
+# evidence, the remedy's cost (its word moves into the batch column), throughput, the P50s and
+# then the provider go first (the region names tell GCP's from AWS's). Each: columns dropped,
+# columns replaced by narrower ones, what the note says.
 NARROW_LAYOUTS = (
     ((), {}, ""),
     (("provenance",), {}, "evidence"),
+    (("provenance", "remedy"), {"batch": "batch_short"}, "evidence, remedy cost"),
     (("provenance", "throughput"), {}, "evidence, samples/s"),
     (("provenance", "throughput", "remedy"), {"batch": "batch_short"},
      "evidence, samples/s"),
