@@ -14,8 +14,9 @@ worker moves per micro-step relative to DDP's ring all-reduce of the gradients, 
 - FSDP in 16 bits computes in 16 bits throughout (its parameters are in the compute dtype), where
   DDP under autocast keeps a transformer's residual stream fp32: `autocast_rows`.
 
-The layout travels in optional feature columns (`accumulation`, `checkpointing`, `sharded`);
-a feature dict without them (every measured trial) gets factors of one. numpy only.
+The layout travels in optional feature columns (`accumulation`, `checkpointing`, `sharded`,
+and `half_params` where the parameters' width is not the sharding's); a feature dict without
+them (every measured trial) gets factors of one. numpy only.
 """
 
 from __future__ import annotations
