@@ -306,7 +306,8 @@ def test_import_marks_rows_published_and_is_idempotent(tmp_path):
 def test_bad_published_file(tmp_path):
     bad = tmp_path / "figures.csv"
     bad.write_text("model,gpu\nresnet50,A100\n")
-    with pytest.raises(ImportDataError, match="lacks columns"):
+    with pytest.raises(ImportDataError, match="lacks columns num_gpus, precision, batch_per_gpu"
+                                              ", throughput, unit; a table needs model, gpu"):
         load_published(bad)
     rows = SHIPPED.read_text().splitlines()
     bad.write_text("\n".join([rows[0], rows[1].replace(",A100-80GB,A100-80GB,", ",Z9,Z9,")]))
@@ -411,6 +412,29 @@ def test_a_recipes_memory_format_reaches_the_features():
     assert [t["extra"].get(LAYOUT_KEY) for t in trials] == [False, None, False]
     features, _, _ = trial_features(trials, model_features())
     assert features[LAYOUT_KEY].tolist() == [0.0, 1.0, 0.0]
+
+
+def test_another_benchmarks_table_needs_only_its_configurations_and_figures(tmp_path):
+    """A table with the required columns alone imports: its names as published are the names
+    it gives, its input sizes the cards', the table itself its software stack and citation."""
+    import datetime
+
+    table = tmp_path / "their-bench.csv"
+    table.write_text("model,gpu,num_gpus,precision,batch_per_gpu,throughput,unit,notes\n"
+                     "ResNet-50,3090,1,amp,256,1100,img/s,\n"
+                     "bert-large-uncased,A100 80GB PCIe,8,fp32,32,400,seq/s,SQuAD\n"
+                     "CycleGAN,V100,1,fp32,1,5,img/s,\n")
+    resnet, bert, gan = load_published(table)
+    assert [t["gpu_type"] for t in (resnet, bert)] == ["RTX3090", "A100PCIe-80GB"]
+    assert [t["extra"]["card"] for t in (resnet, bert, gan)] == ["resnet50", "bert_large", None]
+    assert [t["extra"]["in_zoo"] for t in (resnet, bert, gan)] == [True, True, False]
+    assert resnet["extra"]["model_as_published"] == "ResNet-50"
+    assert bert["extra"]["gpu_as_published"] == "A100 80GB PCIe"
+    assert bert["extra"]["notes"] == "SQuAD"
+    assert resnet["software"] == {"container": "their-bench", "framework": ""}
+    assert resnet["extra"]["citation"] == "published: their-bench.csv"
+    assert resnet["recorded_at"] == datetime.date.today().isoformat()
+    assert resnet["image_size"] is None and bert["seq_len"] is None
 
 
 def test_a_servers_pcie_link_reaches_the_features():

@@ -28,6 +28,7 @@ and `extra.max_seq_len` keeps the published maximum.
 from __future__ import annotations
 
 import csv
+import datetime
 import math
 import re
 from pathlib import Path
@@ -51,6 +52,9 @@ FILE = "published_throughput.csv"
 COLUMNS = ("model", "model_as_published", "in_zoo", "framework", "gpu", "gpu_as_published",
            "num_gpus", "precision", "batch_per_gpu", "tokens_per_gpu_batch", "image_size",
            "seq_len", "throughput", "unit", "software", "as_of", "source", "notes")
+# What another benchmark's table must give; `filled_row` fills the rest of COLUMNS.
+REQUIRED_COLUMNS = ("model", "gpu", "num_gpus", "precision", "batch_per_gpu", "throughput",
+                    "unit")
 
 
 def _int(value: str, column: str) -> int | None:
@@ -242,6 +246,19 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
     }
 
 
+def filled_row(row: dict[str, str], path: Path, cards: dict[str, dict],
+               today: str) -> dict[str, str]:
+    """A row with the optional COLUMNS its table left out or empty: the names as published are
+    the names given, `in_zoo` whether a card matches, the input size the card's, the table
+    itself its software stack and citation, today its date."""
+    given = {key: value for key, value in row.items() if value not in (None, "")}
+    return {column: "" for column in COLUMNS} | {
+        "model_as_published": row.get("model") or "", "gpu_as_published": row.get("gpu") or "",
+        "in_zoo": "1" if matching_card(cards, row.get("model") or "") else "0",
+        "software": path.stem, "as_of": today, "source": f"published: {path.name}",
+    } | given
+
+
 def load_published(path: Path | None = None) -> list[dict[str, Any]]:
     path = Path(path) if path else data.find(FILE)
     if not path.is_file():
@@ -250,21 +267,22 @@ def load_published(path: Path | None = None) -> list[dict[str, Any]]:
     try:
         with open(path, newline="") as handle:
             reader = csv.DictReader(handle)
-            missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+            missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
             if missing:
-                raise ImportDataError(f"{path} lacks columns {', '.join(missing)} (the form "
-                                      f"of the shipped {FILE})")
+                raise ImportDataError(f"{path} lacks columns {', '.join(missing)}; a table "
+                                      f"needs {', '.join(REQUIRED_COLUMNS)} (the shipped "
+                                      f"{FILE}'s other columns are optional)")
             rows = list(reader)
     except (OSError, UnicodeDecodeError) as exc:
         raise ImportDataError(unreadable(path, exc)) from None
     if not rows:
         raise ImportDataError(f"{path} holds no figures, only its header; add rows in the form "
                               f"of the shipped {FILE}")
-    cards = load_cards()
+    cards, today = load_cards(), datetime.date.today().isoformat()
     trials = []
     for line, row in enumerate(rows, start=2):
         try:
-            trials.append(trial_row(row, cards))
+            trials.append(trial_row(filled_row(row, path, cards, today), cards))
         except (ValueError, KeyError) as exc:
             raise ImportDataError(f"{path.name} line {line}: {exc}") from None
     return trials
