@@ -39,6 +39,12 @@ PRECISION_MEANING = {
     "bf16": "BF16 autocast, FP32 weights; no gradient scaler",
 }
 HALF_PRECISIONS = ("amp", "bf16")  # 16-bit activations and tensor-core math
+# How other benchmarks' tables name these (a training table's "fp16" is mixed precision: fp32
+# master weights, 16-bit math); `precision_named` reads them, the CLIs and specs take PRECISIONS.
+PRECISION_ALIASES = {"fp16": "amp", "float16": "amp", "half": "amp", "mixed": "amp",
+                     "mixed precision": "amp", "mixed-precision": "amp", "apex": "amp",
+                     "bfloat16": "bf16", "float32": "fp32", "single": "fp32",
+                     "tensorfloat32": "tf32", "tensorfloat-32": "tf32"}
 
 MARKETS = ("on-demand", "spot")  # market(False), market(True)
 # Or et al. (2020)'s two rules for a cluster of a different size: keep the global batch (the
@@ -63,7 +69,23 @@ def one_of(what: str, value: str, accepted: Iterable[str]) -> str:
 
 
 def check_precision(value: str) -> str:
+    alias = PRECISION_ALIASES.get(str(value).strip().lower())
+    if alias and value not in PRECISIONS:
+        raise VocabError(f"precision {value!r} is not known; use one of {', '.join(PRECISIONS)} "
+                         f"({value} in a training table is {alias})")
     return one_of("precision", value, PRECISIONS)
+
+
+def precision_named(text: str) -> str:
+    """The precision a table's `text` names, any case, an alias too (PRECISION_ALIASES);
+    VocabError listing what is accepted otherwise."""
+    key = str(text).strip().lower()
+    if key in PRECISIONS:
+        return key
+    if key in PRECISION_ALIASES:
+        return PRECISION_ALIASES[key]
+    raise VocabError(f"precision {text!r} is not known; use one of {', '.join(PRECISIONS)} "
+                     f"or {', '.join(PRECISION_ALIASES)}")
 
 
 def market(spot: bool) -> str:

@@ -380,6 +380,7 @@ def test_binned_bert_phase_2_rows_are_a_stack_of_their_own():
     ("unit", "it/s", "unit is 'it/s', expected one of img/s, images/s, samples/s, seq/s"),
     ("memory_format", "NDHWC", "memory_format is 'ndhwc', expected nhwc (channels-last), nchw"),
     ("interconnect", "InfiniBand", "interconnect is 'InfiniBand', expected PCIe (no GPU-to-GPU"),
+    ("precision", "int8", "precision 'int8' is not known; use one of fp32, tf32, amp, bf16 or"),
 ])
 def test_a_bad_cell_is_named_by_its_column(tmp_path, column, value, message):
     rows = list(csv.DictReader(SHIPPED.open(newline="")))
@@ -421,10 +422,12 @@ def test_another_benchmarks_table_needs_only_its_configurations_and_figures(tmp_
 
     table = tmp_path / "their-bench.csv"
     table.write_text("model,gpu,num_gpus,precision,batch_per_gpu,throughput,unit,notes\n"
-                     "ResNet-50,3090,1,amp,256,1100,img/s,\n"
-                     "bert-large-uncased,A100 80GB PCIe,8,fp32,32,400,seq/s,SQuAD\n"
-                     "CycleGAN,V100,1,fp32,1,5,img/s,\n")
+                     "ResNet-50,3090,1,fp16,256,1100,img/s,\n"
+                     "bert-large-uncased,A100 80GB PCIe,8,FP32,32,400,seq/s,SQuAD\n"
+                     "CycleGAN,V100,1,mixed,1,5,img/s,\n")
     resnet, bert, gan = load_published(table)
+    # a training table's fp16 is mixed precision
+    assert [t["precision"] for t in (resnet, bert, gan)] == ["amp", "fp32", "amp"]
     assert [t["gpu_type"] for t in (resnet, bert)] == ["RTX3090", "A100PCIe-80GB"]
     assert [t["extra"]["card"] for t in (resnet, bert, gan)] == ["resnet50", "bert_large", None]
     assert [t["extra"]["in_zoo"] for t in (resnet, bert, gan)] == [True, True, False]

@@ -44,9 +44,12 @@ def test_every_precision_is_a_workload_precision(precision):
 
 
 def test_values_outside_the_vocabulary_list_what_is_accepted():
-    with pytest.raises(VocabError, match="precision 'fp16' is not known; use one of "
-                                         "fp32, tf32, amp, bf16"):
+    with pytest.raises(VocabError, match=r"precision 'fp16' is not known; use one of "
+                                         r"fp32, tf32, amp, bf16 \(fp16 in a training table "
+                                         r"is amp\)"):
         check_precision("fp16")
+    with pytest.raises(VocabError, match="precision 'int8' is not known; use one of fp32"):
+        check_precision("int8")
 
 def test_a_market_is_named_by_the_spot_flag():
     assert (market(False), market(True)) == MARKETS

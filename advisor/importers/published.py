@@ -41,7 +41,7 @@ from gpuadvisor import data
 from gpuadvisor.cards import INPUT_SIZE, load_cards, matching_card, sized_card_names
 from gpuadvisor.store import Store
 from gpuadvisor.textfile import unreadable
-from gpuadvisor.vocab import PUBLISHED_SOURCE
+from gpuadvisor.vocab import PUBLISHED_SOURCE, precision_named
 
 SOURCE = PUBLISHED_SOURCE
 # The `notes` word that marks a figure its own source contradicts (8-GPU scaling beyond 8x,
@@ -225,7 +225,7 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
         "sync": "allreduce",
         "model": row["model"],
         "batch_per_gpu": _int(row["batch_per_gpu"], "batch_per_gpu"),
-        "precision": row["precision"],
+        "precision": precision_named(row["precision"]),
         "image_size": _int(row["image_size"], "image_size"),
         "seq_len": seq_len,
         "throughput": throughput,
