@@ -422,7 +422,7 @@ def test_another_benchmarks_table_needs_only_its_configurations_and_figures(tmp_
 
     table = tmp_path / "their-bench.csv"
     table.write_text("model,gpu,num_gpus,precision,batch_per_gpu,throughput,unit,notes\n"
-                     "ResNet-50,3090,1,fp16,256,1100,img/s,\n"
+                     "ResNet-50,3090,1,fp16,256,1100,images/sec,\n"
                      "bert-large-uncased,A100 80GB PCIe,8,FP32,32,400,seq/s,SQuAD\n"
                      "CycleGAN,V100,1,mixed,1,5,img/s,\n")
     resnet, bert, gan = load_published(table)

@@ -78,9 +78,12 @@ def _positive(value: str, column: str) -> float:
     return number
 
 
-# Units of the `throughput` column: samples (images, sequences) or tokens a second.
-SAMPLE_UNITS = ("img/s", "images/s", "samples/s", "seq/s", "sequences/s")
+# Units of the `throughput` column: samples (images, sequences) or tokens a second; "/sec" and
+# "/second" read as "/s" ("images/sec").
+SAMPLE_UNITS = ("img/s", "images/s", "samples/s", "seq/s", "sequences/s", "sentences/s",
+                "examples/s")
 TOKEN_UNITS = ("tok/s", "tokens/s")
+PER_SECOND = re.compile(r"\s*/\s*sec(ond)?s?$")
 
 
 def samples_per_second(row: dict[str, str], value: float, seq_len: int | None,
@@ -88,7 +91,7 @@ def samples_per_second(row: dict[str, str], value: float, seq_len: int | None,
     """The row's throughput `value` in samples a second: tokens a second over the tokens of a
     sequence (the workload's, `seq_len`); ValueError for another unit, or tokens a second of
     a model that has a card but no sequence length (which no card could price)."""
-    unit = row["unit"].strip().lower()
+    unit = PER_SECOND.sub("/s", row["unit"].strip().lower())
     if unit in SAMPLE_UNITS:
         return value
     if unit not in TOKEN_UNITS:
