@@ -87,9 +87,10 @@ def _device_matches(text: str, known: Iterable[str] | Mapping[str, Any]) -> tupl
     elif number := GEFORCE_NUMBER.fullmatch(core):
         core = ("gtx" if int(number.group(1)) < 20 else "rtx") + core
     names = tuple(known)
-    if QUADRO_RTX.fullmatch(core) and not forms and not memory:
-        return tuple(n for n in names if _compact(n) in ("quadro" + core, core + "ada"))
     rows = known if isinstance(known, Mapping) else {}
+    if QUADRO_RTX.fullmatch(core):  # every card the bare name may be, of the size given
+        return tuple(n for n in names if _compact(n) in ("quadro" + core, core + "ada")
+                     and (not memory or _memory_gb(n, rows.get(n)) == memory[0]))
     # A form factor that is part of a name (P100SXM2, the DGX-1's P100; A100PCIe-80GB) names
     # that part; otherwise the name without it, whose row's form must then be the one asked.
     found = [n for n in names if forms and _compact(_without_memory(n)) == core + "".join(forms)]

@@ -106,7 +106,8 @@ def test_parts_without_a_row_match_nothing_new(name, matches):
     ("RTX8000", ("QuadroRTX8000",)), ("A100 SXM4 80 GB", ("A100-80GB",)),
     ("V100 32 GB", ("V100-32GB",)),
     # "RTX 6000" may be Turing's Quadro or the Ada card: both, so a lookup asks to name one
-    ("RTX 6000", ("RTX6000Ada", "QuadroRTX6000")),
+    ("RTX 6000", ("RTX6000Ada", "QuadroRTX6000")), ("RTX 6000 24GB", ("QuadroRTX6000",)),
+    ("RTX 8000 48 GB", ("QuadroRTX8000",)),
     ("3090 Ti", ()), ("2080 Super", ()),  # parts without a row of their own
 ])
 def test_short_names_of_benchmark_tables(name, matches):
