@@ -380,6 +380,7 @@ def test_binned_bert_phase_2_rows_are_a_stack_of_their_own():
     ("unit", "it/s", "unit is 'it/s', expected one of img/s, images/s, samples/s, seq/s"),
     ("memory_format", "NDHWC", "memory_format is 'ndhwc', expected nhwc (channels-last), nchw"),
     ("interconnect", "InfiniBand", "interconnect is 'InfiniBand', expected PCIe (no GPU-to-GPU"),
+    ("sharded", "fsdp", "sharded is 'fsdp', expected 1 or 0 (yes or no)"),
     ("precision", "int8", "precision 'int8' is not known; use one of fp32, tf32, amp, bf16 or"),
 ])
 def test_a_bad_cell_is_named_by_its_column(tmp_path, column, value, message):
@@ -387,7 +388,7 @@ def test_a_bad_cell_is_named_by_its_column(tmp_path, column, value, message):
     row = next(r for r in rows if "sequence binning" in r["software"]) | {column: value}
     figures = tmp_path / "figures.csv"
     with figures.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(handle, fieldnames=list(row))
         writer.writeheader()
         writer.writerow(row)
     with pytest.raises(ImportDataError, match=f"line 2: {re.escape(message)}"):
@@ -438,6 +439,27 @@ def test_another_benchmarks_table_needs_only_its_configurations_and_figures(tmp_
     assert resnet["extra"]["citation"] == "published: their-bench.csv"
     assert resnet["recorded_at"] == datetime.date.today().isoformat()
     assert resnet["image_size"] is None and bert["seq_len"] is None
+
+
+def test_an_llm_tables_layout_reaches_the_features(tmp_path):
+    """An LLM table's FSDP runs with activation checkpointing say so in the optional layout
+    columns; the same configuration without them is plain DDP, and another trial."""
+    from advisor.features import model_features, trial_features
+
+    table = tmp_path / "llm.csv"
+    table.write_text("model,gpu,num_gpus,precision,batch_per_gpu,seq_len,throughput,unit,"
+                     "sharded,checkpointing,accumulation\n"
+                     "llama_8b,H100,8,bf16,1,8192,7000,tokens/s,yes,1,4\n"
+                     "llama_8b,H100,8,bf16,1,8192,7000,tokens/s,,,\n")
+    fsdp, plain = load_published(table)
+    assert {k: fsdp["extra"][k] for k in ("sharded", "checkpointing", "accumulation")} == {
+        "sharded": True, "checkpointing": True, "accumulation": 4}
+    assert not {"sharded", "checkpointing", "accumulation"} & set(plain["extra"])
+    assert fsdp["trial_key"] != plain["trial_key"]
+    features, _, _ = trial_features([fsdp, plain], model_features())
+    assert features["sharded"].tolist() == [1.0, 0.0]
+    assert features["checkpointing"].tolist() == [1.0, 0.0]
+    assert features["accumulation"].tolist() == [4.0, 1.0]
 
 
 def test_a_servers_pcie_link_reaches_the_features():

@@ -165,7 +165,8 @@ def import_published(
     NVIDIA DeepLearningExamples figures (optimised NGC containers, DALI, one DGX node): a
     prior for modern GPUs, not measurements of your workload. Your own CSV needs only the
     columns model, gpu, num_gpus, precision, batch_per_gpu, throughput and unit (the shipped
-    file's others are optional: image_size, seq_len, software, notes, ...); it may name models
+    file's others are optional: image_size, seq_len, software, notes, and an LLM run's
+    sharded, checkpointing and accumulation, ...); it may name models
     and GPUs as its source did (ResNet-50, Tesla V100-SXM2-16GB, 3090) and give tokens/s with
     a seq_len.
 

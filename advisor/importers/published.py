@@ -19,7 +19,9 @@ card at the row's own input size, `matched_card`), import_fingerprint, and netwo
 optional `memory_format` says how the recipe held its tensors (`nhwc` or `nchw`; empty: a
 tuned recipe's channels-last, `advisor.features.LAYOUT_KEY`), and interconnect where the
 optional `interconnect` says how the node linked its GPUs (PCIe for a server without NVLink
-bridges, whose GPUs have NVLink on the datasheet). Where the optional column
+bridges, whose GPUs have NVLink on the datasheet), and the layout where the optional
+`sharded`, `checkpointing` and `accumulation` columns give it (an LLM table's FSDP runs with
+activation checkpointing). Where the optional column
 `mean_seq_len` gives the mean length a sequence was padded to (an input pipeline that pads a
 batch only to its longest sequence), that is the trial's `seq_len`, the workload it measured,
 and `extra.max_seq_len` keeps the published maximum.
@@ -125,6 +127,26 @@ def _interconnect(row: dict[str, str]) -> dict[str, str]:
     return {"interconnect": INTERCONNECTS[given.lower()]}
 
 
+# The optional layout columns: how the job held its model (advisor.sharding), where not plain DDP.
+FLAGS = {"1": True, "yes": True, "true": True, "0": False, "no": False, "false": False}
+
+
+def _layout(row: dict[str, str]) -> dict[str, Any]:
+    """`extra.sharded`, `extra.checkpointing` and `extra.accumulation` of a row whose optional
+    columns give them (FSDP full shard, activation checkpointing, micro-steps an optimizer
+    step); nothing where empty: plain DDP, as for any trial."""
+    layout: dict[str, Any] = {}
+    for column in ("sharded", "checkpointing"):
+        given = (row.get(column) or "").strip().lower()
+        if given and given not in FLAGS:
+            raise ValueError(f"{column} is {given[:20]!r}, expected 1 or 0 (yes or no)")
+        if given:
+            layout[column] = FLAGS[given]
+    if accumulation := _int((row.get("accumulation") or "").strip(), "accumulation"):
+        layout["accumulation"] = accumulation
+    return layout
+
+
 def _memory_format(row: dict[str, str]) -> dict[str, bool]:
     """`extra.channels_last` of a row whose `memory_format` says it (nothing where empty)."""
     given = (row.get("memory_format") or "").strip().lower()
@@ -138,7 +160,7 @@ def _memory_format(row: dict[str, str]) -> dict[str, bool]:
 
 def trial_key(row: dict[str, str]) -> str:
     """One key per published figure: model, GPU as published, count and precision, then the
-    per-GPU batch (or tokens per batch), input size, container and memory format, since one
+    per-GPU batch (or tokens per batch), input size, container, layout and memory format, since one
     README gives several batches and sequence lengths (BERT pre-training phases, fine-tuning)
     for the same GPU count and precision, one figure may be published for two container
     releases, and one benchmark runs each model in NCHW and in NHWC (timm's)."""
@@ -151,6 +173,8 @@ def trial_key(row: dict[str, str]) -> str:
     if _nodes(row) > 1:
         key += f"/{_nodes(row)}nodes"
     key = f"{key}/{row['software']}"
+    for name, value in _layout(row).items():  # one model run two ways (an LLM table's AC)
+        key += f"/{name}={int(value)}"
     return f"{key}/{row['memory_format']}" if row.get("memory_format") else key
 
 
@@ -207,7 +231,8 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
         raise ValueError(f"num_gpus {gpus} is not a whole number of GPUs on each of "
                          f"{nodes} nodes")
     extra = ({"network_gbps": _positive(row["network_gbps"], "network_gbps")}
-             if row.get("network_gbps") else {}) | _memory_format(row) | _interconnect(row)
+             if row.get("network_gbps") else {}) | _memory_format(row) | _interconnect(row) \
+        | _layout(row)
     seq_len, max_seq_len = workload_seq_len(row), _int(row["seq_len"], "seq_len")
     if seq_len != max_seq_len:
         extra["max_seq_len"] = max_seq_len
