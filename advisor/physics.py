@@ -396,6 +396,7 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
     fp32_peak, tensor_peak = sustained_peaks(features)
     tensor = on_tensor_cores(features)
     half = is_in(features, "precision", HALF_PRECISIONS)
+    autocast = autocast_rows(features, len(batch), half)
     flops, nbytes, split = operator_work(features)
     flops = {kind: np.where(split, executed_flops(features, kind, flops[kind]), flops[kind])
              for kind in OPERATOR_CLASSES}
@@ -409,7 +410,7 @@ def roofline_terms(features: dict) -> dict[str, np.ndarray]:
             work = flops[kind] - np.where(tensor[kind], 0.0, spared) if kind == "conv" \
                 else flops[kind]
             compute = work * batch / (peak * efficiency[kind])
-            act_scale = traffic_scale(features, kind, half)
+            act_scale = traffic_scale(features, kind, half, autocast)
             traffic = nbytes[kind] * act_scale * batch / bandwidth
             if kind == "conv":  # what NCHW's transposes move again (below)
                 conv_traffic = traffic
@@ -458,18 +459,21 @@ def nchw_transposes(features: dict) -> np.ndarray:
                        & (flops["conv"] > 0))
 
 
-def traffic_scale(features: dict, kind: str, half: np.ndarray) -> np.ndarray:
+def traffic_scale(features: dict, kind: str, half: np.ndarray,
+                  autocast: np.ndarray) -> np.ndarray:
     """Bytes class `kind` moves at each row's precision per byte it moves in fp32: 1 in FP32
     and TF32; under autocast (16-bit DDP rows) the card's autocast traffic over its fp32
     traffic (a 16-bit GEMM's 0.5; a transformer's element-wise work near 1, its residual stream
     being fp32), else HALF_BYTES: a card without the column, and FSDP in 16 bits, whose
-    parameters and activations are 16-bit throughout (sharding.autocast_rows)."""
+    parameters and activations are 16-bit throughout. `half` marks the 16-bit rows,
+    `autocast` those of them under autocast (sharding.autocast_rows)."""
     n = len(half)
     fp32 = np.nan_to_num(_optional(features, f"{kind}_bytes_per_sample", n))
-    autocast = _optional(features, AUTOCAST_BYTES_COLUMNS[kind], n)
+    autocast_bytes = _optional(features, AUTOCAST_BYTES_COLUMNS[kind], n)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(np.isfinite(autocast) & (fp32 > 0), autocast / fp32, HALF_BYTES)
-    return np.where(autocast_rows(features, n, half), ratio, np.where(half, HALF_BYTES, 1.0))
+        ratio = np.where(np.isfinite(autocast_bytes) & (fp32 > 0), autocast_bytes / fp32,
+                         HALF_BYTES)
+    return np.where(autocast, ratio, np.where(half, HALF_BYTES, 1.0))
 
 
 def memory_bound_shares(features: dict, kind: str, balance: np.ndarray,

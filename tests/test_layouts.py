@@ -10,7 +10,12 @@ from advisor import physics
 from advisor.candidates import Filters, enumerate_candidates
 from advisor.memory import CHECKPOINT_COMPUTE_FACTOR
 from advisor.reasons import Reason
-from advisor.sharding import communication_scale, compute_scale, optimizer_scale
+from advisor.sharding import (
+    autocast_rows,
+    communication_scale,
+    compute_scale,
+    optimizer_scale,
+)
 from advisor.workload import build_workload
 from cloud.catalog import load_catalog
 
@@ -138,10 +143,11 @@ def test_fsdp_in_16_bits_computes_in_16_bits_throughout():
     features = configuration_features({k: np.array(v) for k, v in configs.items()},
                                       model_features())
     half = np.array([True, True, False])
-    ddp, fsdp, fp32 = (physics.traffic_scale(features, "other", half))
+    autocast = autocast_rows(features, 3, half)
+    ddp, fsdp, fp32 = (physics.traffic_scale(features, "other", half, autocast))
     assert ddp > 0.9 and fsdp == physics.HALF_BYTES and fp32 == 1.0  # fp32 residual in DDP
     for kind in OPERATOR_CLASSES:
-        assert physics.traffic_scale(features, kind, half)[1] == physics.HALF_BYTES
+        assert physics.traffic_scale(features, kind, half, autocast)[1] == physics.HALF_BYTES
     casts = features["autocast_kernels_per_step"][0]
     kernels = physics.kernels_per_step(features, 3)
     assert casts > 0 and kernels[0] - kernels[1] == casts and kernels[1] == kernels[2]
