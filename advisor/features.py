@@ -48,8 +48,8 @@ GPU_KEYS = ("gpu_fp32_tflops", "gpu_tensor_tflops", "gpu_mem_bw_gbps", "gpu_memo
 CONFIG_KEYS = ("model", "gpu", "provider", "sync", "ps_count", "precision", "nodes",
                "gpus_per_node", "batch_per_gpu", "spot", "network_gbps")
 # Optional configuration columns: the input size trained at, and the node's GPU link
-# (`interconnect`: PCIe, NVLink or NVSwitch, as the catalog says; where absent, the GPU's own
-# NVLink if it has one, else PCIe).
+# (`interconnect`: PCIe, NVLink or NVSwitch, as the catalog says; where absent, an SXM GPU's
+# own NVLink, else PCIe: `gpu_link_gb_s`).
 INPUT_SIZE_KEYS = ("image_size", "seq_len")
 # Optional: the card a configuration was measured at when not its model's default one
 # (bert_large@384 for SQuAD fine-tuning); the model's name stays the model's.
@@ -133,12 +133,15 @@ def spec_features(spec) -> dict[str, float]:
 
 def gpu_link_gb_s(gpu: str, interconnect: str | None) -> float:
     """All-reduce bandwidth per GPU and direction inside a node of `gpu`s linked by
-    `interconnect` (None: NVLink where the GPU has it, else PCIe)."""
+    `interconnect` (None: NVLink where the GPU is a board that carries it, an SXM part; a PCIe
+    card's NVLink is a bridge a server may not fit, as MLPerf's PCIe A100 and H100 servers did
+    not, so it is on PCIe unless the node says NVLink)."""
     from cloud.gpus import gpu_spec
 
     spec = gpu_spec(gpu)
     if not interconnect:
-        interconnect = "NVLink" if spec.nvlink_gb_s else "PCIe"
+        pcie_card = str(spec.form_factor or "").lower() == "pcie"
+        interconnect = "NVLink" if spec.nvlink_gb_s and not pcie_card else "PCIe"
     return intra_node_gb_s(interconnect, spec.pcie_gen, spec.nvlink_gb_s)
 
 

@@ -228,6 +228,21 @@ def test_intra_node_bandwidth_comes_from_the_interconnect(gpu, link, gb_s):
     assert gpu_link_gb_s(gpu, link) == pytest.approx(gb_s)
 
 
+@pytest.mark.parametrize("gpu, gb_s", [
+    ("V100", 150.0),  # an SXM2 board: NVLink
+    ("H100-80GB", 450.0),  # SXM5
+    ("A100PCIe-80GB", 31.5),  # a PCIe card whose NVLink bridge is optional: PCIe 4
+    ("H100PCIe", 63.0),  # PCIe 5
+    ("L4", 31.5),
+])
+def test_a_node_that_names_no_link_uses_nvlink_only_on_sxm_boards(gpu, gb_s):
+    from advisor.features import gpu_link_gb_s
+
+    assert gpu_link_gb_s(gpu, None) == pytest.approx(gb_s)
+    if gpu.startswith(("A100PCIe", "H100PCIe")):  # a bridged pair says so
+        assert gpu_link_gb_s(gpu, "NVLink") == pytest.approx(300.0)
+
+
 def test_eight_l4s_on_pcie_are_not_an_nvswitch_node():
     from advisor.features import configuration_features
 
