@@ -66,9 +66,11 @@ def test_hand_checked_counts():
     # DGX A100 nodes, SQuAD fine-tuning on DGX-1 and DGX A100) on 2026-11-28
     # + 40 rows of timm's RTX 3090 train benchmark (20 zoo models, NCHW and NHWC) on 2026-12-05
     # + 13 MLPerf ResNet-50 rows on 2026-12-05 (PCIe servers without NVLink bridges: A100 PCIe
-    # 40 and 80 GB, H100 PCIe; a workstation's 2x RTX A5000).
+    # 40 and 80 GB, H100 PCIe; a workstation's 2x RTX A5000) + 76 BERT-Base-shaped rows on
+    # 2026-12-05 (ELECTRA-base SQuAD fine-tuning, DLE's TensorFlow 2 README, 20.06; BioBERT
+    # pre-training on 1-64 DGX nodes and NER fine-tuning, DLE's TensorFlow BioBERT README, 19.08).
     rows = _shipped()
-    assert len(rows) == 1027
+    assert len(rows) == 1103
     per_model = {}
     for r in rows:
         per_model[r["model"]] = per_model.get(r["model"], 0) + 1
@@ -82,7 +84,8 @@ def test_hand_checked_counts():
                          "ncf": 30, "waveglow": 12, "tacotron2": 12, "bart_large": 16,
                          "resnet18": 2, "resnet34": 2, "resnet101": 2, "inception_v4": 2,
                          "densenet121": 2, "densenet161": 2, "densenet169": 2, "densenet201": 2,
-                         "mobilenet_v2": 2, "convnext_tiny": 2, "vit_b16": 2, "vit_l16": 2}
+                         "mobilenet_v2": 2, "convnext_tiny": 2, "vit_b16": 2, "vit_l16": 2,
+                         "bert_base": 76}
     timm = {(r["model"], r["memory_format"]): (r["batch_per_gpu"], r["image_size"], r["throughput"])
             for r in rows if r["gpu"] == "RTX3090"}
     assert len(timm) == 40 and {r["precision"] for r in rows if r["gpu"] == "RTX3090"} == {"amp"}
@@ -90,6 +93,21 @@ def test_hand_checked_counts():
     assert timm["resnet50", "nhwc"] == ("512", "224", "1218.01")
     assert timm["efficientnet_b4", "nhwc"] == ("96", "320", "354.99")
     assert timm["vit_l16", "nchw"] == ("64", "224", "117.08")
+    base = {(r["model_as_published"], r["gpu_as_published"], r["num_gpus"], r["precision"]):
+            (r["batch_per_gpu"], r["seq_len"], r["throughput"]) for r in rows
+            if r["model"] == "bert_base"}
+    assert len(base) == 76
+    assert base["electra-base-squad-finetune", "DGX A100 (8x A100 40GB)", "8", "amp"] == (
+        "32", "384", "1960")
+    assert base["electra-base-squad-finetune", "DGX-1 (8x V100 16GB)", "1", "fp32"] == (
+        "8", "384", "35")
+    assert base["biobert-base-pretraining-phase2", "64 x DGX-2H (16x V100 32GB)", "1024",
+                "fp32"] == ("16", "512", "25245.96")
+    assert base["biobert-base-pretraining-phase1", "1 x DGX-1 (8x V100 16GB)", "8", "amp"] == (
+        "64", "128", "2762.06")
+    assert base["biobert-base-ner-bc5cdr-chem", "DGX-2 (16x V100 32G)", "16", "amp"] == (
+        "64", "128", "4268.81")
+    assert {r["gpu"] for r in rows if r["model"] == "bert_base"} == {"A100-40GB", "V100"}
     bart = {(r["num_gpus"], r["seq_len"], r["precision"]): (r["batch_per_gpu"], r["throughput"])
             for r in rows if r["model"] == "bart_large"}
     assert bart[("1", "128", "bf16")] == ("200", "326.53")
@@ -190,16 +208,17 @@ def test_multi_node_rows_are_imported_across_nodes(tmp_path):
     # and MLPerf's 8-node ResNet-50 run.
     # and TensorFlow's 2-8 p2.8xlarge instances of 8 K80s at 10 Gb/s, 9 (ResNet) + 6
     # (InceptionV3); BART pre-training on 20 and 40 DGX A100 nodes, 8; TensorFlow 2 BERT on
-    # 2-32 DGX A100 nodes, 12, and on 4-32 DGX-2H nodes, 12.
+    # 2-32 DGX A100 nodes, 12, and on 4-32 DGX-2H nodes, 12; BioBERT pre-training on 4-32
+    # DGX-1 nodes of 8 V100s at 400 Gb/s, 12, and on 4-64 DGX-2H nodes, 16.
     dgx_a100 = [t for t in multi if t["gpu_type"] == "A100-80GB"]
-    assert len(dgx_a100) == 61 and len(multi) == 94
+    assert len(dgx_a100) == 61 and len(multi) == 122
     assert {t["gpus_per_node"] for t in dgx_a100} == {8}
     assert {t["nodes"] for t in dgx_a100} == {2, 4, 8, 16, 20, 32, 40}
     (mlperf,) = [t for t in dgx_a100 if t["model"] == "resnet50"]
     assert (mlperf["nodes"], mlperf["batch_per_gpu"], mlperf["throughput"]) == (8, 204, 198704)
     assert all(t["extra"]["network_gbps"] == 1600 for t in dgx_a100)
     assert {(t["gpu_type"], t["gpus_per_node"], t["extra"]["network_gbps"]) for t in multi
-            if t not in dgx_a100} == {("V100", 16, 800), ("K80", 8, 10)}
+            if t not in dgx_a100} == {("V100", 16, 800), ("V100", 8, 400), ("K80", 8, 10)}
     bad = tmp_path / "figures.csv"
     rows = SHIPPED.read_text().splitlines()
     (line,) = [r for r in rows if "32 x DGX A100" in r and "PaddlePaddle" in r
@@ -465,7 +484,8 @@ def test_an_llm_tables_layout_reaches_the_features(tmp_path):
 def test_a_servers_pcie_link_reaches_the_features():
     """A100 and H100 PCIe cards have NVLink bridges on the datasheet, but MLPerf's PCIe servers
     ran without them: their rows say PCIe, and the all-reduce inside the node is priced on the
-    GPUs' PCIe links; a row without the column gets the GPU's own NVLink."""
+    GPUs' PCIe links, as is a row without the column (a PCIe card's bridge is optional); a
+    row that says NVLink gets the bridge's."""
     from advisor.features import model_features, trial_features
     from advisor.physics import PCIE_X16_GB_S
     from cloud.gpus import gpu_spec
@@ -479,7 +499,8 @@ def test_a_servers_pcie_link_reaches_the_features():
     features, _, _ = trial_features(trials, model_features())
     spec = gpu_spec(pcie[0]["gpu"])
     assert features["intra_node_gb_s"].tolist() == [PCIE_X16_GB_S[spec.pcie_gen],
-                                                     spec.nvlink_gb_s / 2, spec.nvlink_gb_s / 2]
+                                                     PCIE_X16_GB_S[spec.pcie_gen],
+                                                     spec.nvlink_gb_s / 2]
 
 
 def test_a_sources_own_names_for_model_and_gpu_land_on_the_card_and_datasheet(tmp_path):
