@@ -47,6 +47,13 @@ def test_every_published_figure_is_carried_with_its_citation(reference):
                 or tf_benchmarks or timm and row["memory_format"] == timm[1])
 
 
+def _by_table(rows: list[dict]) -> dict[tuple, tuple]:
+    """(batch per GPU, sequence length, throughput) of rows by (table's model, system, GPUs,
+    precision)."""
+    return {(r["model_as_published"], r["gpu_as_published"], r["num_gpus"], r["precision"]):
+            (r["batch_per_gpu"], r["seq_len"], r["throughput"]) for r in rows}
+
+
 def test_hand_checked_counts():
     # 30 rows carried from the reference (2026-11-21) + 170 transcribed on 2026-11-23 + 268 on
     # 2026-11-24 (TensorFlow ResNet-50; PyTorch and PaddlePaddle BERT pre-training, multi-node;
@@ -68,13 +75,15 @@ def test_hand_checked_counts():
     # + 13 MLPerf ResNet-50 rows on 2026-12-05 (PCIe servers without NVLink bridges: A100 PCIe
     # 40 and 80 GB, H100 PCIe; a workstation's 2x RTX A5000) + 76 BERT-Base-shaped rows on
     # 2026-12-05 (ELECTRA-base SQuAD fine-tuning, DLE's TensorFlow 2 README, 20.06; BioBERT
-    # pre-training on 1-64 DGX nodes and NER fine-tuning, DLE's TensorFlow BioBERT README, 19.08).
+    # pre-training on 1-64 DGX nodes and NER fine-tuning, DLE's TensorFlow BioBERT README, 19.08)
+    # + 104 BERT-Large rows of DLE's TensorFlow 1 BERT README (20.06, and 19.08 multi-node on
+    # DGX-2H: pre-training on DGX-1, DGX-2, DGX A100 40GB and 4-32 nodes, SQuAD fine-tuning).
     rows = _shipped()
-    assert len(rows) == 1103
+    assert len(rows) == 1207
     per_model = {}
     for r in rows:
         per_model[r["model"]] = per_model.get(r["model"], 0) + 1
-    assert per_model == {"resnet50": 148, "resnet152": 39, "bert_large": 224, "transformer_big": 20,
+    assert per_model == {"resnet50": 148, "resnet152": 39, "bert_large": 328, "transformer_big": 20,
                          "efficientnet_b0": 26, "efficientnet_b4": 26,
                          "efficientnet_widese_b0": 16, "efficientnet_widese_b4": 16,
                          "resnext101_32x4d": 30, "se_resnext101_32x4d": 30,
@@ -93,20 +102,28 @@ def test_hand_checked_counts():
     assert timm["resnet50", "nhwc"] == ("512", "224", "1218.01")
     assert timm["efficientnet_b4", "nhwc"] == ("96", "320", "354.99")
     assert timm["vit_l16", "nchw"] == ("64", "224", "117.08")
-    base = {(r["model_as_published"], r["gpu_as_published"], r["num_gpus"], r["precision"]):
-            (r["batch_per_gpu"], r["seq_len"], r["throughput"]) for r in rows
-            if r["model"] == "bert_base"}
-    assert len(base) == 76
-    assert base["electra-base-squad-finetune", "DGX A100 (8x A100 40GB)", "8", "amp"] == (
-        "32", "384", "1960")
-    assert base["electra-base-squad-finetune", "DGX-1 (8x V100 16GB)", "1", "fp32"] == (
-        "8", "384", "35")
-    assert base["biobert-base-pretraining-phase2", "64 x DGX-2H (16x V100 32GB)", "1024",
-                "fp32"] == ("16", "512", "25245.96")
-    assert base["biobert-base-pretraining-phase1", "1 x DGX-1 (8x V100 16GB)", "8", "amp"] == (
-        "64", "128", "2762.06")
-    assert base["biobert-base-ner-bc5cdr-chem", "DGX-2 (16x V100 32G)", "16", "amp"] == (
-        "64", "128", "4268.81")
+    base = _by_table([r for r in rows if r["model"] == "bert_base"])
+    tf1 = _by_table([r for r in rows if r["source"].endswith(
+        "TensorFlow/LanguageModeling/BERT/README.md@002bcd8c")])
+    assert len(base) == 76 and len(tf1) == 104
+    pinned = {  # (table's model, system, GPUs, precision): (batch, sequence, throughput)
+        ("electra-base-squad-finetune", "DGX A100 (8x A100 40GB)", "8", "amp"):
+            ("32", "384", "1960"),
+        ("electra-base-squad-finetune", "DGX-1 (8x V100 16GB)", "1", "fp32"): ("8", "384", "35"),
+        ("biobert-base-pretraining-phase2", "64 x DGX-2H (16x V100 32GB)", "1024", "fp32"):
+            ("16", "512", "25245.96"),
+        ("biobert-base-pretraining-phase1", "1 x DGX-1 (8x V100 16GB)", "8", "amp"):
+            ("64", "128", "2762.06"),
+        ("biobert-base-ner-bc5cdr-chem", "DGX-2 (16x V100 32G)", "16", "amp"):
+            ("64", "128", "4268.81"),
+        ("bert-large-pretraining-phase1", "DGX-1 (8x V100 32GB)", "8", "amp"):
+            ("64", "128", "1443.05"),
+        ("bert-large-pretraining-phase2", "32 x DGX A100 (8x A100 40GB)", "256", "tf32"):
+            ("8", "512", "9463.8"),
+        ("bert-large-squad-finetune", "DGX-2 (16x V100 32GB)", "16", "fp32"):
+            ("10", "384", "156.29"),
+    }
+    assert {key: (base | tf1)[key] for key in pinned} == pinned
     assert {r["gpu"] for r in rows if r["model"] == "bert_base"} == {"A100-40GB", "V100"}
     bart = {(r["num_gpus"], r["seq_len"], r["precision"]): (r["batch_per_gpu"], r["throughput"])
             for r in rows if r["model"] == "bart_large"}
@@ -114,9 +131,9 @@ def test_hand_checked_counts():
     assert bart[("320", "512", "tf32")] == ("16", "11636.36")
     assert {r["unit"] for r in rows if r["model"] == "bart_large"} == {"seq/s"}
     bert = [r for r in rows if r["model"] == "bert_large"]
-    assert sum(r["model_as_published"] == "bert-large-pretraining-phase1" for r in bert) == 82
-    assert sum(r["model_as_published"] == "bert-large-pretraining-phase2" for r in bert) == 82
-    assert sum(r["model_as_published"] == "bert-large-squad-finetune" for r in bert) == 60
+    assert sum(r["model_as_published"] == "bert-large-pretraining-phase1" for r in bert) == 120
+    assert sum(r["model_as_published"] == "bert-large-pretraining-phase2" for r in bert) == 122
+    assert sum(r["model_as_published"] == "bert-large-squad-finetune" for r in bert) == 86
     (row,) = [r for r in bert if r["framework"] == "TensorFlow" and r["nodes"] == "32"
               and r["gpu"] == "A100-80GB" and r["precision"] == "amp" and r["seq_len"] == "128"]
     assert (row["num_gpus"], row["batch_per_gpu"], row["throughput"]) == ("256", "312",
@@ -209,16 +226,18 @@ def test_multi_node_rows_are_imported_across_nodes(tmp_path):
     # and TensorFlow's 2-8 p2.8xlarge instances of 8 K80s at 10 Gb/s, 9 (ResNet) + 6
     # (InceptionV3); BART pre-training on 20 and 40 DGX A100 nodes, 8; TensorFlow 2 BERT on
     # 2-32 DGX A100 nodes, 12, and on 4-32 DGX-2H nodes, 12; BioBERT pre-training on 4-32
-    # DGX-1 nodes of 8 V100s at 400 Gb/s, 12, and on 4-64 DGX-2H nodes, 16.
+    # DGX-1 nodes of 8 V100s at 400 Gb/s, 12, and on 4-64 DGX-2H nodes, 16; TensorFlow 1 BERT on
+    # 4-32 DGX-2H nodes, 12, and on 4-32 DGX A100 40GB nodes, 12.
     dgx_a100 = [t for t in multi if t["gpu_type"] == "A100-80GB"]
-    assert len(dgx_a100) == 61 and len(multi) == 122
+    assert len(dgx_a100) == 61 and len(multi) == 146
     assert {t["gpus_per_node"] for t in dgx_a100} == {8}
     assert {t["nodes"] for t in dgx_a100} == {2, 4, 8, 16, 20, 32, 40}
     (mlperf,) = [t for t in dgx_a100 if t["model"] == "resnet50"]
     assert (mlperf["nodes"], mlperf["batch_per_gpu"], mlperf["throughput"]) == (8, 204, 198704)
     assert all(t["extra"]["network_gbps"] == 1600 for t in dgx_a100)
     assert {(t["gpu_type"], t["gpus_per_node"], t["extra"]["network_gbps"]) for t in multi
-            if t not in dgx_a100} == {("V100", 16, 800), ("V100", 8, 400), ("K80", 8, 10)}
+            if t not in dgx_a100} == {("V100", 16, 800), ("V100", 8, 400), ("K80", 8, 10),
+                                       ("A100-40GB", 8, 1600)}
     bad = tmp_path / "figures.csv"
     rows = SHIPPED.read_text().splitlines()
     (line,) = [r for r in rows if "32 x DGX A100" in r and "PaddlePaddle" in r
@@ -387,8 +406,10 @@ def test_binned_bert_phase_2_rows_are_a_stack_of_their_own():
     suffix = " container with LDDL sequence binning (phase 2, bin size 64)"
     assert binned == {"pytorch-21.11" + suffix, "paddlepaddle-22.12" + suffix}
     assert {r["software"] for r in phase_2} - binned == {
-        "pytorch-19.07 container", "tensorflow-21.02-tf2 container with XLA"}
-    assert len(phase_2) == 82 and sum(r["software"] in binned for r in phase_2) == 34
+        "pytorch-19.07 container", "tensorflow-21.02-tf2 container with XLA",
+        "tensorflow-20.06 container, Horovod, XLA",
+        "tensorflow-19.08 container, Horovod, XLA (run.sub)"}
+    assert len(phase_2) == 122 and sum(r["software"] in binned for r in phase_2) == 34
 
 
 @pytest.mark.parametrize("column, value, message", [
@@ -479,6 +500,26 @@ def test_an_llm_tables_layout_reaches_the_features(tmp_path):
     assert features["sharded"].tolist() == [1.0, 0.0]
     assert features["checkpointing"].tolist() == [1.0, 0.0]
     assert features["accumulation"].tolist() == [4.0, 1.0]
+
+
+def test_nvidias_tensorflow_bert_rows_carry_their_accumulation():
+    """TensorFlow 1 and 2 BERT-Large pre-training tables give each row's accumulation steps:
+    the shipped rows say them, and the all-reduce is priced once per optimizer step."""
+    from advisor.features import model_features, trial_features
+    from advisor.sharding import communication_scale
+
+    rows = _shipped()
+    pre = [r for r in rows if r["model_as_published"].startswith("bert-large-pretraining")
+           and "TensorFlow" in r["source"]]
+    assert len(pre) == 134 and all(int(r["accumulation"]) >= 1 for r in pre)
+    assert not any(r["accumulation"] for r in rows if r not in pre)
+    (row,) = [r for r in pre if r["gpu_as_published"] == "32 x DGX-2H (16x V100 32GB)"
+              and r["precision"] == "fp32" and r["seq_len"] == "128" and "19.08" in r["software"]]
+    assert row["accumulation"] == "4"
+    trial = trial_row(row)
+    assert trial["extra"]["accumulation"] == 4
+    features, _, _ = trial_features([trial], model_features())
+    assert communication_scale(features, 1).tolist() == [0.25]
 
 
 def test_a_servers_pcie_link_reaches_the_features():
