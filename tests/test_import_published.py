@@ -503,16 +503,22 @@ def test_an_llm_tables_layout_reaches_the_features(tmp_path):
 
 
 def test_nvidias_tensorflow_bert_rows_carry_their_accumulation():
-    """TensorFlow 1 and 2 BERT-Large pre-training tables give each row's accumulation steps:
-    the shipped rows say them, and the all-reduce is priced once per optimizer step."""
+    """NVIDIA's BERT-Large pre-training tables give each row's accumulation steps (TensorFlow 1
+    and 2) or its accumulated batch a GPU (PyTorch 21.11, PaddlePaddle 22.12): the shipped
+    rows say them, and the all-reduce is priced once per optimizer step. PyTorch 19.07's
+    tables say neither."""
     from advisor.features import model_features, trial_features
     from advisor.sharding import communication_scale
 
     rows = _shipped()
     pre = [r for r in rows if r["model_as_published"].startswith("bert-large-pretraining")
-           and "TensorFlow" in r["source"]]
-    assert len(pre) == 134 and all(int(r["accumulation"]) >= 1 for r in pre)
+           and "@23a6382c" not in r["source"]]
+    assert len(pre) == 202 and all(int(r["accumulation"]) >= 1 for r in pre)
     assert not any(r["accumulation"] for r in rows if r not in pre)
+    (paddle,) = [r for r in pre if r["gpu_as_published"] == "32 x DGX A100 (8x A100 80GB)"
+                 and r["framework"] == "PaddlePaddle" and r["precision"] == "amp"
+                 and r["seq_len"] == "128"]
+    assert (paddle["batch_per_gpu"], paddle["accumulation"]) == ("256", "1")  # 8192 / 32 / 256
     (row,) = [r for r in pre if r["gpu_as_published"] == "32 x DGX-2H (16x V100 32GB)"
               and r["precision"] == "fp32" and r["seq_len"] == "128" and "19.08" in r["software"]]
     assert row["accumulation"] == "4"
