@@ -158,12 +158,13 @@ def _memory_format(row: dict[str, str]) -> dict[str, bool]:
     return {LAYOUT_KEY: MEMORY_FORMATS[given]}
 
 
-def trial_key(row: dict[str, str]) -> str:
+def trial_key(row: dict[str, str], layout: dict[str, Any] | None = None) -> str:
     """One key per published figure: model, GPU as published, count and precision, then the
     per-GPU batch (or tokens per batch), input size, container, layout and memory format, since one
     README gives several batches and sequence lengths (BERT pre-training phases, fine-tuning)
     for the same GPU count and precision, one figure may be published for two container
-    releases, and one benchmark runs each model in NCHW and in NHWC (timm's)."""
+    releases, and one benchmark runs each model in NCHW and in NHWC (timm's). `layout`: the
+    row's `_layout`, where the caller has parsed it."""
     key = (f"published:{row['model']}/{row['gpu_as_published']}/"
            f"{row['num_gpus']}x/{row['precision']}")
     for prefix, column in (("b", "batch_per_gpu"), ("t", "tokens_per_gpu_batch"),
@@ -173,7 +174,8 @@ def trial_key(row: dict[str, str]) -> str:
     if _nodes(row) > 1:
         key += f"/{_nodes(row)}nodes"
     key = f"{key}/{row['software']}"
-    for name, value in _layout(row).items():  # one model run two ways (an LLM table's AC)
+    layout = _layout(row) if layout is None else layout
+    for name, value in layout.items():  # one model run two ways (an LLM table's AC)
         key += f"/{name}={int(value)}"
     return f"{key}/{row['memory_format']}" if row.get("memory_format") else key
 
@@ -230,9 +232,10 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
     if nodes < 1 or gpus % nodes:
         raise ValueError(f"num_gpus {gpus} is not a whole number of GPUs on each of "
                          f"{nodes} nodes")
+    layout = _layout(row)
     extra = ({"network_gbps": _positive(row["network_gbps"], "network_gbps")}
              if row.get("network_gbps") else {}) | _memory_format(row) | _interconnect(row) \
-        | _layout(row)
+        | layout
     seq_len, max_seq_len = workload_seq_len(row), _int(row["seq_len"], "seq_len")
     if seq_len != max_seq_len:
         extra["max_seq_len"] = max_seq_len
@@ -242,7 +245,7 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
     if throughput != published:  # tokens a second, as sequences
         extra["throughput_as_published"] = published
     return {
-        "trial_key": trial_key(row),
+        "trial_key": trial_key(row, layout),
         "sweep": "published",
         "status": "finished",
         "recorded_at": row["as_of"],
