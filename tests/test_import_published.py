@@ -502,7 +502,7 @@ def test_an_llm_tables_layout_reaches_the_features(tmp_path):
     assert features["accumulation"].tolist() == [4.0, 1.0]
 
 
-def test_nvidias_tensorflow_bert_rows_carry_their_accumulation():
+def test_nvidias_bert_pretraining_rows_carry_their_accumulation():
     """NVIDIA's BERT-Large pre-training tables give each row's accumulation steps (TensorFlow 1
     and 2) or its accumulated batch a GPU (PyTorch 21.11, PaddlePaddle 22.12): the shipped
     rows say them, and the all-reduce is priced once per optimizer step. PyTorch 19.07's
