@@ -116,14 +116,14 @@ INTERCONNECTS = {name.lower(): name for name in ("PCIe", "NVLink", "NVSwitch")}
 
 
 def _interconnect(row: dict[str, str]) -> dict[str, str]:
-    """`extra.interconnect` of a row whose `interconnect` says it (nothing where empty: the
-    GPU's own NVLink where it has one, else PCIe, as for any trial)."""
+    """`extra.interconnect` of a row whose `interconnect` says it (nothing where empty: an SXM
+    board's own NVLink, else PCIe, as for any trial: advisor.features.gpu_link_gb_s)."""
     given = (row.get("interconnect") or "").strip()
     if not given:
         return {}
     if given.lower() not in INTERCONNECTS:
         raise ValueError(f"interconnect is {given[:20]!r}, expected PCIe (no GPU-to-GPU link), "
-                         "NVLink, NVSwitch or empty (the GPU's own link)")
+                         "NVLink, NVSwitch or empty (an SXM board's NVLink, else PCIe)")
     return {"interconnect": INTERCONNECTS[given.lower()]}
 
 
