@@ -33,6 +33,7 @@ maximum of the class's sums. A training step of one worker then costs
                       in NCHW, 16-bit convolutions' B_conv once more: cuDNN's transposes)
       + a_fixed                                                  (framework, input)
       + a_launch * T + a_layer * T*b / BW_mem    (per-layer launches; traffic, unsplit cards)
+      + a_kernel * K                             (each kernel's floor on the GPU)
       + a_inter * 2(N-1)/N * G / BW_net                          (ring all-reduce between nodes)
       + a_intra * 2(g-1)/g * G / BW_intra                        (all-reduce inside a node)
       + a_ps_link * 2G / BW_net                                  (own push + pull to the PS)
@@ -87,8 +88,8 @@ from gpuadvisor.vocab import HALF_PRECISIONS
 # Order of the design-matrix columns; the artifact stores coefficients in this order.
 TERMS = ("compute_fp32", "compute_tensor", "compute_tf32", "conv_fp32", "conv_tensor", "conv_tf32",
          "unsplit_fp32", "unsplit_tensor", "unsplit_tf32", "grouped_conv", "memory", "fixed",
-         "tensor_launch", "tensor_memory", "allreduce_inter", "allreduce_intra", "ps_link",
-         "ps_server", "ps_server_tensor", "host_dispatch")
+         "tensor_launch", "kernel_floor", "tensor_memory", "allreduce_inter", "allreduce_intra",
+         "ps_link", "ps_server", "ps_server_tensor", "host_dispatch")
 # A step is the smooth maximum of three sides that run concurrently: the worker's GPU work
 # (every term before the servers'), the parameter servers' and the host's dispatch of the
 # step's kernels (launches are asynchronous: a host that issues kernels faster than the GPU
@@ -120,6 +121,12 @@ REFERENCE_HOST_OP_US = 2.0
 # dispatches a kernel of an eager step in ~10 us (Python, the dispatcher, autograd's
 # bookkeeping and the CUDA launch: PyTorch's ~5-25 us an operator), on a host as fast as
 # REFERENCE_HOST_OP_US says.
+# A kernel also holds the GPU for a few microseconds however little it computes: the
+# front end takes ~1 us to start the next queued kernel, and its one partial wave ramps up and
+# drains, ~2 us more (a tiny element-wise op on a V100 or A100 runs for ~2-5 us in a
+# profiler's timeline). So a step of K kernels costs the GPU at least ~3 us each
+# (`kernel_floor`, beside the roofline): a recurrent decoder's tens of thousands of small
+# kernels keep the GPU busy for that long even on a host fast enough to hide its dispatch.
 PRIOR = {
     "compute_fp32": 1 / 0.7,
     "compute_tensor": 1 / 0.7,
@@ -134,6 +141,7 @@ PRIOR = {
     "memory": 1 / 0.7,
     "fixed": 0.005,
     "tensor_launch": 1e-4,
+    "kernel_floor": 3e-6,
     "tensor_memory": 1e6,
     "allreduce_inter": 0.5,
     "allreduce_intra": 0.5,
@@ -536,13 +544,14 @@ def design_matrix(features: dict) -> np.ndarray:
     # The optimizer's update: once per optimizer step, on its shard (not recomputed).
     update = OPTIMIZER_BYTES_PER_PARAM * np.nan_to_num(_arr(features, "params")) \
         * optimizer_scale(features, len(batch)) / (_arr(features, "gpu_mem_bw_gbps") * 1e9)
+    kernels = kernels_per_step(features, len(batch))
     columns = {**{name: values * work for name, values in roofline.items()}, "fixed": fixed,
                "memory": roofline["memory"] * work + update, "tensor_launch": tensors * work,
+               "kernel_floor": kernels * work,
                "tensor_memory": tensor_memory * work,
                "allreduce_inter": inter * traffic, "allreduce_intra": intra * traffic,
                "ps_link": ps_link, "ps_server": ps_server, "ps_server_tensor": ps_server_tensor,
-               "host_dispatch": kernels_per_step(features, len(batch)) * work
-               * host_speed(features, len(batch))}
+               "host_dispatch": kernels * work * host_speed(features, len(batch))}
     return np.column_stack([columns[name] for name in TERMS]).astype(float)
 
 
@@ -592,7 +601,7 @@ STEP_PARTS = {
                 "conv_tf32", "unsplit_fp32", "unsplit_tensor", "unsplit_tf32", "grouped_conv"),
     "memory": ("memory", "tensor_memory"),
     "communication": ("allreduce_inter", "allreduce_intra", "ps_link"),
-    "per_step": ("fixed", "tensor_launch"),
+    "per_step": ("fixed", "tensor_launch", "kernel_floor"),
 }
 
 

@@ -397,6 +397,28 @@ def test_autocast_casts_add_to_the_hosts_kernels_in_16_bits_only():
     assert host[2] == pytest.approx(host[0] * kernels[2] / kernels[0])
 
 
+def test_each_kernel_holds_the_gpu_for_its_floor_however_fast_the_host():
+    """Every kernel a step runs, autocast's casts included, costs the GPU its floor on the
+    worker's side: Tacotron 2's ~75,000 a step keep a B200 busy for ~0.2 s even when the
+    host's dispatch costs nothing, and twice the kernels cost twice that."""
+    card = {k: v for k, v in model_features()["tacotron2"].items()
+            if v is not None and k not in ("image_size", "seq_len")}
+    features = to_arrays([candidate(gpu="B200", precision=p, batch_per_gpu=32, **card)
+                          for p in ("tf32", "amp")])
+    floor = physics.design_matrix(features)[:, physics.TERMS.index("kernel_floor")]
+    assert floor.tolist() == physics.kernels_per_step(features, 2).tolist()
+    assert floor[1] == card["kernels_per_step"] + card["autocast_kernels_per_step"]
+    assert physics.TERMS.index("kernel_floor") < physics.WORKER_TERMS
+    no_host = {"host_dispatch": 0.0}
+    step = physics.step_time(features, no_host)
+    assert step[0] >= physics.PRIOR["kernel_floor"] * card["kernels_per_step"] > 0.2
+    doubled = {**card, "kernels_per_step": 2 * card["kernels_per_step"]}
+    twice = to_arrays([candidate(gpu="B200", precision="tf32", batch_per_gpu=32, **doubled)])
+    parts = physics.step_parts(twice)
+    assert parts["per_step"][0] - physics.step_parts(features)["per_step"][0] == pytest.approx(
+        physics.PRIOR["kernel_floor"] * card["kernels_per_step"])
+
+
 def test_a_slower_host_dispatches_the_same_kernels_slower():
     """A trial's recorded `host_op_us` scales its host's side: twice the reference host's
     cost, twice the dispatch; none recorded, the reference host."""
