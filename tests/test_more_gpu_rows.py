@@ -108,7 +108,8 @@ def test_parts_without_a_row_match_nothing_new(name, matches):
     # "RTX 6000" may be Turing's Quadro or the Ada card: both, so a lookup asks to name one
     ("RTX 6000", ("RTX6000Ada", "QuadroRTX6000")), ("RTX 6000 24GB", ("QuadroRTX6000",)),
     ("RTX 8000 48 GB", ("QuadroRTX8000",)),
-    ("3090 Ti", ()), ("2080 Super", ()),  # parts without a row of their own
+    ("3090 Ti", ("RTX3090Ti",)), ("NVIDIA GeForce RTX 3090 Ti", ("RTX3090Ti",)),
+    ("2080 Super", ()),  # a part without a row of its own
 ])
 def test_short_names_of_benchmark_tables(name, matches):
     assert gpu_matches(name, gpu_specs()) == matches
