@@ -111,16 +111,17 @@ REFERENCE_HOST_OP_US = 2.0
 # operators too, the whole-model efficiency published ResNet-50 runs reach (~35% of FP32
 # peak: half the large-GEMM figure); element-wise kernels about 70% of DRAM bandwidth
 # (STREAM-like); 5 ms fixed cost, half of the communication hidden behind backward; per
-# tensor and step ~10 kernels of ~10 us on the GPU (each small kernel's launch latency, ramp
-# and tail, whatever its size), and ~1 MB per sample of activations read and written
-# (a CIFAR-sized layer, three passes); a parameter server handles each tensor's push and pull
-# as requests, ~100 us per tensor and worker (two RPCs of tens of microseconds of server work
-# each). That last value was first read off CM-DARE rows, so a fit whose data exercise it (or
-# the per-tensor traffic term) chooses the prior by inner cross-validation instead
-# (advisor/fitting.py, TUNED_PRIORS); the values here are then only the fallback. A host
-# dispatches a kernel of an eager step in ~10 us (Python, the dispatcher, autograd's
-# bookkeeping and the CUDA launch: PyTorch's ~5-25 us an operator), on a host as fast as
-# REFERENCE_HOST_OP_US says.
+# tensor and step ~10 kernels of ~10 us on the GPU (the optimizer's and the gradient's
+# per-parameter kernels, which the card's `kernels_per_step` does not count: each small
+# kernel's launch latency, ramp and tail, whatever its size), and ~1 MB per sample of
+# activations read and written (a CIFAR-sized layer, three passes); a parameter server
+# handles each tensor's push and pull as requests, ~100 us per tensor and worker (two RPCs
+# of tens of microseconds of server work each). That last value was first read off CM-DARE
+# rows, so a fit whose data exercise it (or the per-tensor traffic term) chooses the prior by
+# inner cross-validation instead (advisor/fitting.py, TUNED_PRIORS); the values here are then
+# only the fallback. A host dispatches a kernel of an eager step in ~10 us (Python, the
+# dispatcher, autograd's bookkeeping and the CUDA launch: PyTorch's ~5-25 us an operator), on
+# a host as fast as REFERENCE_HOST_OP_US says.
 # A kernel also holds the GPU for a few microseconds however little it computes: the
 # front end takes ~1 us to start the next queued kernel, and its one partial wave ramps up and
 # drains, ~2 us more (a tiny element-wise op on a V100 or A100 runs for ~2-5 us in a
