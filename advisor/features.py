@@ -23,6 +23,7 @@ from advisor.physics import (
 )
 from advisor.sharding import LAYOUT_KEYS
 from gpuadvisor.cards import OPERATOR_COLUMNS, matching_card
+from gpuadvisor.gpus import form_of
 from gpuadvisor.vocab import is_published
 
 STRING_KEYS = ("model", "gpu", "sync", "precision", "provider")
@@ -140,8 +141,7 @@ def gpu_link_gb_s(gpu: str, interconnect: str | None) -> float:
 
     spec = gpu_spec(gpu)
     if not interconnect:
-        pcie_card = str(spec.form_factor or "").lower() == "pcie"
-        interconnect = "NVLink" if spec.nvlink_gb_s and not pcie_card else "PCIe"
+        interconnect = "NVLink" if spec.nvlink_gb_s and form_of(spec) != "pcie" else "PCIe"
     return intra_node_gb_s(interconnect, spec.pcie_gen, spec.nvlink_gb_s)
 
 

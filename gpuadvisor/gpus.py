@@ -102,7 +102,7 @@ def _device_matches(text: str, known: Iterable[str] | Mapping[str, Any]) -> tupl
         found = [n for n in found if n.lower() == family(n)] or found
     wanted = {FORM_WORDS[w] for w in forms}
     return tuple(n for n in found if named_form or not wanted
-                 or _form(rows.get(n)) in wanted | {None})
+                 or form_of(rows.get(n)) in wanted | {None})
 
 
 def _joined_sizes(words: list[str]) -> list[str]:
@@ -139,8 +139,9 @@ def _memory_gb(name: str, row: Any) -> int | None:
     return round(size) if size else None
 
 
-def _form(row: Any) -> str | None:
-    """'sxm' or 'pcie' from a datasheet row's form_factor; None where unknown."""
+def form_of(row: Any) -> str | None:
+    """'sxm' or 'pcie' from a datasheet row's form_factor (an NVL card is a PCIe card); None
+    where unknown."""
     form = str(getattr(row, "form_factor", None) or "").lower()
     return FORM_WORDS.get(form) or None
 
