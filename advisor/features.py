@@ -22,7 +22,7 @@ from advisor.physics import (
     sustained_clock_fraction,
 )
 from advisor.sharding import LAYOUT_KEYS
-from gpuadvisor.cards import OPERATOR_COLUMNS, matching_card
+from gpuadvisor.cards import OPERATOR_COLUMNS, matching_card, similar_cards
 from gpuadvisor.gpus import form_of
 from gpuadvisor.vocab import is_published
 
@@ -179,8 +179,10 @@ def configuration_features(
     for name in names:
         card = models.get(name)
         if card is None or not card.get("flops_per_sample"):
-            raise FeatureError(f"no model card for {str(name)!r} (make one with `profiler "
-                               "card --config CONFIG --save` or `--callable`)")
+            near = similar_cards(models, str(name))
+            hint = f"did you mean {' or '.join(near)}? otherwise " if near else ""
+            raise FeatureError(f"no model card for {str(name)!r} ({hint}make one with "
+                               "`profiler card --config CONFIG --save` or `--callable`)")
         cards.append(card)
     for key in MODEL_KEYS + OPTIONAL_KEYS:
         missing = np.nan if key in OPTIONAL_KEYS else 0.0

@@ -7,7 +7,6 @@ advisor.memory."""
 from __future__ import annotations
 
 import csv
-import difflib
 import math
 import re
 from collections.abc import Mapping
@@ -18,7 +17,14 @@ import numpy as np
 
 from advisor.errors import ParameterError
 from advisor.memory import ModelMemory, optimizer_for
-from gpuadvisor.cards import INPUT_SIZE, base_model, card_name, matching_card, sized_card_names
+from gpuadvisor.cards import (
+    INPUT_SIZE,
+    base_model,
+    card_name,
+    matching_card,
+    similar_cards,
+    sized_card_names,
+)
 from gpuadvisor.vocab import BATCH_POLICIES, HALF_PRECISIONS, VocabError, check_precision
 
 # Counts as people write them: 20B tokens, 1.28M samples, 90k steps (decimal, as LLM papers
@@ -255,8 +261,7 @@ def _find_card(cards: Mapping[str, Mapping[str, str]], model: str) -> Mapping[st
     name = matching_card(cards, model)
     if name is not None:
         return cards[name]
-    closest = difflib.get_close_matches(model.strip().lower().replace("-", "_"), list(cards),
-                                        n=3, cutoff=0.4)
+    closest = similar_cards(cards, model)
     raise WorkloadError(
         f"unknown model {model!r}; closest: {', '.join(closest) or '-'}"
         f" (all: {', '.join(sorted(cards))})"

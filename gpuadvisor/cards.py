@@ -10,6 +10,7 @@ file (`advisor recommend --card FILE`, `profiler card --out FILE`) is one card a
 from __future__ import annotations
 
 import csv
+import difflib
 import json
 import math
 import os
@@ -166,16 +167,27 @@ def matching_card(cards, model: str) -> str | None:
     of a point release the zoo's name does not carry (ResNet-50 v1.5 is resnet50), a checkpoint's
     tokenizer casing (bert-large-uncased is bert_large) or a version's missing 'v' (inception4
     is inception_v4); None where none does."""
-    def plain(name: str) -> str:
-        return re.sub(r"[\s\-_./]", "", name.strip().lower())
-
     if model in cards:
         return model
-    names = {plain(name): name for name in cards}
-    unreleased = plain(_POINT_RELEASE.sub("", _CASING.sub("", model.strip())))
+    names = {_plain(name): name for name in cards}
+    unreleased = _plain(_POINT_RELEASE.sub("", _CASING.sub("", model.strip())))
     # tf_cnn_benchmarks' --model names drop the version's 'v': inception3 is inception_v3
     versioned = re.sub(r"(?<=[a-z])(\d+)$", r"v\1", unreleased)
-    return names.get(plain(model)) or names.get(unreleased) or names.get(versioned)
+    return names.get(_plain(model)) or names.get(unreleased) or names.get(versioned)
+
+
+def _plain(name: str) -> str:
+    """A model name without case, spaces, '-', '_', '.' or '/' (ViT-B/16 is vitb16)."""
+    return re.sub(r"[\s\-_./]", "", name.strip().lower())
+
+
+def similar_cards(cards, model: str, most: int = 3) -> list[str]:
+    """Up to `most` models of `cards` (sized variants aside) whose names resemble `model`,
+    nearest first: what to suggest for a name `matching_card` does not resolve (GNMT:
+    gnmt_v2; TransformerXL: transformer_xl_base, transformer_xl_large)."""
+    plain = {_plain(name): name for name in cards if SIZE_SEPARATOR not in name}
+    return [plain[name] for name in
+            difflib.get_close_matches(_plain(model), list(plain), n=most, cutoff=0.6)]
 
 
 def base_model(name: str) -> str:

@@ -210,6 +210,19 @@ def test_matching_card_tolerates_a_sources_spelling(spelling, card):
     assert matching_card(load_cards(), spelling) == card
 
 
+def test_similar_cards_suggest_what_an_unresolved_name_may_mean():
+    from gpuadvisor.cards import similar_cards
+
+    cards = load_cards()
+    assert similar_cards(cards, "GNMT") == ["gnmt_v2"]
+    assert similar_cards(cards, "SSD") == ["ssd300"]
+    assert {"transformer_xl_base", "transformer_xl_large"} <= set(
+        similar_cards(cards, "TransformerXL"))
+    # a card at another input size is its model's, not a name of its own
+    assert all("@" not in name for name in similar_cards(cards, "bert_large_squad"))
+    assert similar_cards(cards, "Zzyzx") == []
+
+
 def test_a_resnet_at_32_px_is_the_cifar_network():
     """CIFAR code replaces ImageNet's stem: a 32-px ResNet-18 is kuangliu's, 3x the FLOPs of
     the ImageNet card scaled to 32 px."""

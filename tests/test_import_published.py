@@ -623,6 +623,26 @@ def test_another_benchmarks_figures_are_a_source_of_their_own(tmp_path):
         import_published(db, theirs, "a b")
 
 
+def test_a_table_naming_a_model_no_card_matches_is_warned_with_the_nearest_names(tmp_path):
+    """A name the cards do not resolve (GNMT for gnmt_v2) is kept but never fitted: the
+    import says so, with the cards it may mean, and the shipped file's known ones are quiet."""
+    row = next(r for r in _shipped() if r["model"] == "gnmt_v2")
+    theirs = tmp_path / "theirs.csv"
+    with open(theirs, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(row))
+        writer.writeheader()
+        writer.writerows([{**row, "model": name} for name in ("GNMT", "GNMT", "gnmt_v2",
+                                                               "Zzyzx")])
+    with Store(tmp_path / "m.db") as db:
+        assert import_published(db).warnings == []
+        result = import_published(db, theirs, "theirs")
+    assert result.rows == {"trials": 4} and len(result.warnings) == 2
+    gnmt, unknown = result.warnings
+    assert gnmt.startswith("2 row(s) name 'GNMT', which no model card matches: kept, but not "
+                           "fitted or evaluated (if it is gnmt_v2, name it so in the table;")
+    assert unknown.startswith("1 row(s) name 'Zzyzx'") and "(make its card with" in unknown
+
+
 def test_a_figure_its_source_contradicts_is_kept_but_never_fitted(tmp_path):
     from advisor.fitting import throughput_data
 

@@ -67,10 +67,13 @@ def _remove_new_store(store: Path, existed: bool) -> None:
 def _report(result, store: Path, fmt: Format) -> None:
     for reason in result.skipped:
         warn(f"skipped {reason}")
+    for line in result.warnings:
+        warn(line)
     if fmt is Format.json:
         emit_json({"source": result.source, "fingerprint": result.fingerprint,
                    "already_imported": result.already_imported, "rows": result.rows,
-                   "skipped": result.skipped, "store": str(store)})
+                   "skipped": result.skipped, "warnings": result.warnings,
+                   "store": str(store)})
         return
     if result.already_imported:
         typer.echo(f"already imported (fingerprint {result.fingerprint}) into {store}; "

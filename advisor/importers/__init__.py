@@ -44,6 +44,7 @@ class ImportResult:
     rows: dict[str, int] = field(default_factory=dict)
     already_imported: bool = False
     skipped: list[str] = field(default_factory=list)  # inputs not understood, with why
+    warnings: list[str] = field(default_factory=list)  # imported, but not usable as they are
 
 
 def fingerprint(files: Iterable[Path], root: Path) -> str:

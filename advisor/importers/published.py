@@ -33,6 +33,7 @@ import csv
 import datetime
 import math
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,13 @@ from advisor.features import LAYOUT_KEY
 from advisor.importers import ImportDataError, ImportResult, already_imported, fingerprint
 from cloud.gpus import gpu_spec
 from gpuadvisor import data
-from gpuadvisor.cards import INPUT_SIZE, load_cards, matching_card, sized_card_names
+from gpuadvisor.cards import (
+    INPUT_SIZE,
+    load_cards,
+    matching_card,
+    similar_cards,
+    sized_card_names,
+)
 from gpuadvisor.store import Store
 from gpuadvisor.textfile import unreadable
 from gpuadvisor.vocab import PUBLISHED_SOURCE, precision_named
@@ -354,4 +361,22 @@ def import_published(store: Store, path: Path | None = None,
             trial["source"] = source
             trial["trial_key"] = f"{source}/{trial['trial_key']}"
     result.rows = store.add_many({"trials": trials})
+    if path != data.find(FILE):  # the shipped file's uncarded models (DLRM, nnU-Net) are known
+        result.warnings = uncarded_models(trials)
     return result
+
+
+def uncarded_models(trials: list[dict[str, Any]]) -> list[str]:
+    """One line per model the trials name that no model card matches: such trials are kept
+    but neither fitted nor evaluated, so a table's naming must not drop them unseen."""
+    cards = load_cards()
+    counts = Counter(t["model"] for t in trials if matching_card(cards, t["model"]) is None)
+    lines = []
+    for model, count in sorted(counts.items()):
+        near = similar_cards(cards, model)
+        hint = (f"if it is {' or '.join(near)}, name it so in the table; otherwise "
+                if near else "")
+        lines.append(f"{count} row(s) name {model!r}, which no model card matches: kept, but "
+                     f"not fitted or evaluated ({hint}make its card with `profiler card "
+                     "--config CONFIG --save` or `--callable`)")
+    return lines
