@@ -597,6 +597,24 @@ def test_a_tokens_per_second_figure_is_priced_as_sequences_of_its_workload():
         float(transformer["throughput"]) / 31)
 
 
+@pytest.mark.parametrize("unit", ["img/s/gpu", "images/sec per GPU", "samples/s/device"])
+def test_a_figure_for_one_gpu_is_the_runs_over_its_gpus(unit):
+    eight = next(r for r in _shipped() if r["model"] == "resnet50" and r["num_gpus"] == "8"
+                 and r["unit"] == "img/s")
+    per_gpu = float(eight["throughput"]) / 8
+    trial = trial_row({**eight, "unit": unit, "throughput": str(per_gpu)})
+    assert trial["throughput"] == pytest.approx(float(eight["throughput"]))
+    assert trial["extra"]["throughput_as_published"] == pytest.approx(per_gpu)
+    # tokens a second of one GPU: the run's sequences a second
+    squad = next(r for r in _shipped() if r["model"] == "bert_large" and r["seq_len"] == "384"
+                 and r["num_gpus"] == "8")
+    tokens = float(squad["throughput"]) * 384 / 8
+    assert trial_row({**squad, "unit": "tok/s/gpu", "throughput": str(tokens)})[
+        "throughput"] == pytest.approx(float(squad["throughput"]))
+    with pytest.raises(ValueError, match="followed by /gpu for one GPU of it"):
+        trial_row({**eight, "unit": "img/s/node"})
+
+
 def test_another_benchmarks_figures_are_a_source_of_their_own(tmp_path):
     """`--source NAME`: the same rows under published:NAME, kept beside the shipped ones and
     held out on their own by `advisor evaluate --split source`."""

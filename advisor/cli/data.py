@@ -171,7 +171,7 @@ def import_published(
     file's others are optional: image_size, seq_len, software, notes, and an LLM run's
     sharded, checkpointing and accumulation, ...); it may name models
     and GPUs as its source did (ResNet-50, Tesla V100-SXM2-16GB, 3090) and give tokens/s with
-    a seq_len.
+    a seq_len, and a figure for one GPU of the run as img/s/gpu or tok/s/gpu.
 
     Examples:
 

@@ -11,7 +11,8 @@ nodes (the optional `nodes` column, else 1), gpus_per_node = num_gpus / nodes, s
 seq_len, throughput (samples/s: img/s or seq/s as published; a tok/s figure with a sequence
 length is divided by the workload's tokens per sequence, `extra.throughput_as_published`
 keeps it; tok/s without one, transformer_big's token batches, stays tok/s, see
-`extra.unit`); trial_key: see `trial_key`, software {'container': ...}; `extra`: citation, unit,
+`extra.unit`; a figure for one GPU, `img/s/gpu` or `tok/s per GPU`, is the run's over its
+GPUs); trial_key: see `trial_key`, software {'container': ...}; `extra`: citation, unit,
 in_zoo, suspect (notes mark it SUSPECT), notes, model_as_published, gpu_as_published,
 tokens_per_gpu_batch, card (the model
 card at the row's own input size, `matched_card`), import_fingerprint, and network_gbps
@@ -93,19 +94,27 @@ SAMPLE_UNITS = ("img/s", "images/s", "samples/s", "seq/s", "sequences/s", "sente
                 "examples/s")
 TOKEN_UNITS = ("tok/s", "tokens/s")
 PER_SECOND = re.compile(r"\s*/\s*sec(ond)?s?$")
+# A figure for one GPU of the run ("tok/s/gpu", "images/sec per GPU"), as LLM tables give it.
+PER_DEVICE = re.compile(r"\s*(/|\bper\s+)\s*(gpu|device|accelerator)$")
 
 
 def samples_per_second(row: dict[str, str], value: float, seq_len: int | None,
                        card: str | None) -> float:
-    """The row's throughput `value` in samples a second: tokens a second over the tokens of a
-    sequence (the workload's, `seq_len`); ValueError for another unit, or tokens a second of
-    a model that has a card but no sequence length (which no card could price)."""
-    unit = PER_SECOND.sub("/s", row["unit"].strip().lower())
+    """The row's throughput `value` in samples a second of the whole run: tokens a second over
+    the tokens of a sequence (the workload's, `seq_len`), and a figure per GPU times the run's
+    GPUs; ValueError for another unit, or tokens a second of a model that has a card but no
+    sequence length (which no card could price)."""
+    unit = row["unit"].strip().lower()
+    if PER_DEVICE.search(unit):
+        unit = PER_DEVICE.sub("", unit)
+        value *= _int(row["num_gpus"] or "0", "num_gpus")
+    unit = PER_SECOND.sub("/s", unit)
     if unit in SAMPLE_UNITS:
         return value
     if unit not in TOKEN_UNITS:
         raise ValueError(f"unit is {row['unit'][:20]!r}, expected one of "
-                         f"{', '.join(SAMPLE_UNITS + TOKEN_UNITS)}")
+                         f"{', '.join(SAMPLE_UNITS + TOKEN_UNITS)}, for the whole run or "
+                         "followed by /gpu for one GPU of it")
     if seq_len:
         return value / seq_len
     if card:
@@ -249,7 +258,7 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
     card = matched_card(row, load_cards() if cards is None else cards)
     published = _positive(row["throughput"], "throughput")
     throughput = samples_per_second(row, published, seq_len, card)
-    if throughput != published:  # tokens a second, as sequences
+    if throughput != published:  # tokens a second as sequences, a GPU's as the run's
         extra["throughput_as_published"] = published
     return {
         "trial_key": trial_key(row, layout),
