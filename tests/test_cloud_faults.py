@@ -160,8 +160,11 @@ def gcp(monkeypatch):
 
     from cloud.adaptors import gcp as adaptor
 
+    # The fake answers each `operations.wait` at once; its client timeout (wait_timeout_s)
+    # stays well above that, so a loaded machine's slow answer is not read as an unreachable
+    # API (it was 0.2 s, and one such answer failed the hang case in a clean-clone CI).
     monkeypatch.setattr(adaptor, "SETTINGS", adaptor.Settings(
-        retry_deadline_s=0.5, retry_first_s=0.01, retry_max_s=0.05, wait_timeout_s=0.2,
+        retry_deadline_s=0.5, retry_first_s=0.01, retry_max_s=0.05, wait_timeout_s=2.0,
         operation_deadline_s=0.5))
     with fake_gcp() as pair:
         yield pair
