@@ -22,7 +22,7 @@ from advisor.physics import (
     sustained_clock_fraction,
 )
 from advisor.sharding import LAYOUT_KEYS
-from gpuadvisor.cards import OPERATOR_COLUMNS, matching_card, similar_cards
+from gpuadvisor.cards import MAKE_A_CARD, OPERATOR_COLUMNS, matching_card, similar_cards
 from gpuadvisor.gpus import form_of
 from gpuadvisor.vocab import is_published
 
@@ -182,7 +182,7 @@ def configuration_features(
             near = similar_cards(models, str(name))
             hint = f"did you mean {' or '.join(near)}? otherwise " if near else ""
             raise FeatureError(f"no model card for {str(name)!r} ({hint}make one with "
-                               "`profiler card --config CONFIG --save` or `--callable`)")
+                               f"{MAKE_A_CARD})")
         cards.append(card)
     for key in MODEL_KEYS + OPTIONAL_KEYS:
         missing = np.nan if key in OPTIONAL_KEYS else 0.0

@@ -181,6 +181,10 @@ def _plain(name: str) -> str:
     return re.sub(r"[\s\-_./]", "", name.strip().lower())
 
 
+# How a user makes the card of a model the zoo lacks (what a message about one names).
+MAKE_A_CARD = "`profiler card --config CONFIG --save` or `--callable`"
+
+
 def similar_cards(cards, model: str, most: int = 3) -> list[str]:
     """Up to `most` models of `cards` (sized variants aside) whose names resemble `model`,
     nearest first: what to suggest for a name `matching_card` does not resolve (GNMT:

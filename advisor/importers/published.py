@@ -44,6 +44,7 @@ from cloud.gpus import gpu_spec
 from gpuadvisor import data
 from gpuadvisor.cards import (
     INPUT_SIZE,
+    MAKE_A_CARD,
     load_cards,
     matching_card,
     similar_cards,
@@ -104,9 +105,8 @@ def samples_per_second(row: dict[str, str], value: float, seq_len: int | None,
     the tokens of a sequence (the workload's, `seq_len`), and a figure per GPU times the run's
     GPUs; ValueError for another unit, or tokens a second of a model that has a card but no
     sequence length (which no card could price)."""
-    unit = row["unit"].strip().lower()
-    if PER_DEVICE.search(unit):
-        unit = PER_DEVICE.sub("", unit)
+    unit, per_gpu = PER_DEVICE.subn("", row["unit"].strip().lower())
+    if per_gpu:
         value *= _int(row["num_gpus"] or "0", "num_gpus")
     unit = PER_SECOND.sub("/s", unit)
     if unit in SAMPLE_UNITS:
@@ -306,7 +306,10 @@ def filled_row(row: dict[str, str], path: Path, cards: dict[str, dict],
     } | given
 
 
-def load_published(path: Path | None = None) -> list[dict[str, Any]]:
+def load_published(path: Path | None = None,
+                   cards: dict[str, dict] | None = None) -> list[dict[str, Any]]:
+    """The trials of a table (default: the shipped figures), matched to `cards` (default: the
+    model cards in use)."""
     path = Path(path) if path else data.find(FILE)
     if not path.is_file():
         raise ImportDataError(f"{path} is not a file; give a CSV in the form of the shipped "
@@ -325,7 +328,8 @@ def load_published(path: Path | None = None) -> list[dict[str, Any]]:
     if not rows:
         raise ImportDataError(f"{path} holds no figures, only its header; add rows in the form "
                               f"of the shipped {FILE}")
-    cards, today = load_cards(), datetime.date.today().isoformat()
+    cards = load_cards() if cards is None else cards
+    today = datetime.date.today().isoformat()
     trials = []
     for line, row in enumerate(rows, start=2):
         try:
@@ -359,7 +363,8 @@ def import_published(store: Store, path: Path | None = None,
     """Import `path` (default: the shipped figures) under `published_source(source_name)`."""
     source = published_source(source_name)
     path = Path(path) if path else data.find(FILE)
-    trials = load_published(path)
+    cards = load_cards()
+    trials = load_published(path, cards)
     result = ImportResult(source, fingerprint([path], path.parent))
     if already_imported(store, source, result.fingerprint):
         result.already_imported = True
@@ -371,14 +376,13 @@ def import_published(store: Store, path: Path | None = None,
             trial["trial_key"] = f"{source}/{trial['trial_key']}"
     result.rows = store.add_many({"trials": trials})
     if path != data.find(FILE):  # the shipped file's uncarded models (DLRM, nnU-Net) are known
-        result.warnings = uncarded_models(trials)
+        result.warnings = uncarded_models(trials, cards)
     return result
 
 
-def uncarded_models(trials: list[dict[str, Any]]) -> list[str]:
-    """One line per model the trials name that no model card matches: such trials are kept
+def uncarded_models(trials: list[dict[str, Any]], cards: dict[str, dict]) -> list[str]:
+    """One line per model the trials name that none of `cards` matches: such trials are kept
     but neither fitted nor evaluated, so a table's naming must not drop them unseen."""
-    cards = load_cards()
     counts = Counter(t["model"] for t in trials if matching_card(cards, t["model"]) is None)
     lines = []
     for model, count in sorted(counts.items()):
@@ -386,6 +390,5 @@ def uncarded_models(trials: list[dict[str, Any]]) -> list[str]:
         hint = (f"if it is {' or '.join(near)}, name it so in the table; otherwise "
                 if near else "")
         lines.append(f"{count} row(s) name {model!r}, which no model card matches: kept, but "
-                     f"not fitted or evaluated ({hint}make its card with `profiler card "
-                     "--config CONFIG --save` or `--callable`)")
+                     f"not fitted or evaluated ({hint}make its card with {MAKE_A_CARD})")
     return lines
