@@ -44,6 +44,10 @@ def published_sizes(path: Path = DATASETS / "published_throughput.csv") -> set[t
         size = image_size or seq_len
         if size and size_variant(entry.name, size) in zoo.ZOO:
             continue
+        try:
+            zoo.check_fixed_input(entry, image_size or None, seq_len or None)
+        except zoo.FixedInputError:  # priced at its own size (GNMT's tokens a pair: a rate)
+            continue
         if (image_size or entry.image_size) != entry.image_size or (
                 seq_len or entry.seq_len) != entry.seq_len:
             sizes.add((entry.name, image_size or None, seq_len or None))

@@ -283,7 +283,9 @@ def test_card_cli_errors_are_one_line(args, message):
 
 def test_build_cards_leaves_a_32_px_resnet_to_its_cifar_card(tmp_path):
     """A published ResNet-18 row at 32 px is priced with resnet18_cifar, so the card script
-    must not also make an ImageNet resnet18@32 that would take precedence over it."""
+    must not also make an ImageNet resnet18@32 that would take precedence over it; and a
+    model that takes only its own input size (GNMT: tokens a sentence pair, a rate) gets no
+    card at another, which the zoo would refuse to build."""
     import csv
     import importlib.util
 
@@ -296,5 +298,6 @@ def test_build_cards_leaves_a_32_px_resnet_to_its_cifar_card(tmp_path):
         writer = csv.DictWriter(handle, fieldnames=["model", "image_size", "seq_len"])
         writer.writeheader()
         writer.writerows([{"model": "resnet18", "image_size": "32", "seq_len": ""},
-                          {"model": "resnet18", "image_size": "448", "seq_len": ""}])
+                          {"model": "resnet18", "image_size": "448", "seq_len": ""},
+                          {"model": "gnmt_v2", "image_size": "", "seq_len": "48"}])
     assert build_cards.published_sizes(path) == {("resnet18", 448, None)}
