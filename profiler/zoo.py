@@ -103,20 +103,44 @@ def _densenet(name, block_layers, growth, stem_channels, batch) -> ZooEntry:
                    "stem_channels": stem_channels})
 
 
-def _resnext(name, squeeze_excitation, batch) -> ZooEntry:
-    """ResNeXt101-32x4d, plain or with squeeze-and-excitation, as NVIDIA's
-    DeepLearningExamples ConvNets define and train it (profiler/zoo_convnets.py)."""
+def _resnext(name, squeeze_excitation, batch, depths=(3, 4, 23, 3), groups=32,
+             width_per_group=4) -> ZooEntry:
+    """A ResNeXt, plain or with squeeze-and-excitation, as NVIDIA's DeepLearningExamples
+    ConvNets define it (profiler/zoo_convnets.py; ResNeXt101-32x4d and SE-ResNeXt101-32x4d
+    are theirs) and train it."""
     return _image(name, "resnext", 90, batch, "NVIDIA DeepLearningExamples PyTorch ConvNets "
                   "ResNeXt101-32x4d / SE-ResNeXt101-32x4d recipe: 90 epochs",
-                  {"depths": [3, 4, 23, 3], "groups": 32, "width_per_group": 4,
+                  {"depths": list(depths), "groups": groups,
+                   "width_per_group": width_per_group,
                    "squeeze_excitation": squeeze_excitation})
 
 
-def _vit(name, hidden, layers, heads, batch) -> ZooEntry:
+def _vit(name, hidden, layers, heads, batch, patch_size=16) -> ZooEntry:
     return _image(name, "vit", 300, batch, "DeiT recipe (Touvron et al. 2021): 300 epochs",
                   {"hidden_size": hidden, "num_hidden_layers": layers,
                    "num_attention_heads": heads, "intermediate_size": 4 * hidden,
-                   "patch_size": 16})
+                   "patch_size": patch_size})
+
+
+def _convnext(name, depths, hidden_sizes, batch) -> ZooEntry:
+    return _image(name, "convnext", 300, batch, "ConvNeXt (Liu et al. 2022): 300 epochs, "
+                  "batch 4096 on 32 GPUs", {"depths": depths, "hidden_sizes": hidden_sizes})
+
+
+def _efficientnet(name, width, depth, dropout, image_size, batch) -> ZooEntry:
+    """EfficientNet-B1..B7 (Tan & Le 2019): B0's network scaled in width and depth, its head
+    1280 channels times the width, at the paper's input size."""
+    return _image(name, "efficientnet", 350, batch, "EfficientNet (Tan & Le 2019): 350 "
+                  f"epochs, batch 4096; width {width}, depth {depth}, {image_size} px",
+                  {"width_coefficient": width, "depth_coefficient": depth,
+                   "hidden_dim": round(1280 * width), "dropout_rate": dropout,
+                   "image_size": image_size}, image_size=image_size)
+
+
+def _mobilenet_v2(name, multiplier, batch) -> ZooEntry:
+    return _image(name, "mobilenet_v2", 300, batch, "torchvision MobileNetV2 recipe: 300 "
+                  f"epochs, batch 32 per GPU on 8 GPUs; width multiplier {multiplier}",
+                  {"depth_multiplier": multiplier, "tf_padding": False})
 
 
 def _bert(name, hidden, layers, heads, batch) -> ZooEntry:
@@ -202,6 +226,15 @@ ZOO: dict[str, ZooEntry] = {
         _cifar_resnet("resnet50_cifar", "bottleneck", [3, 4, 6, 3]),
         _resnext("resnext101_32x4d", False, 128),
         _resnext("se_resnext101_32x4d", True, 128),
+        # Further depths and widths of the same blocks (timm's resnet26, resnet200,
+        # resnext50_32x4d, resnext101_32x8d/64x4d, seresnext50_32x4d, seresnext101_32x8d).
+        _resnet("resnet26", "bottleneck", [2, 2, 2, 2], 256),
+        _resnet("resnet200", "bottleneck", [3, 24, 36, 3], 64),
+        _resnext("resnext50_32x4d", False, 256, depths=(3, 4, 6, 3)),
+        _resnext("resnext101_32x8d", False, 64, width_per_group=8),
+        _resnext("resnext101_64x4d", False, 64, groups=64),
+        _resnext("se_resnext50_32x4d", True, 256, depths=(3, 4, 6, 3)),
+        _resnext("se_resnext101_32x8d", True, 64, width_per_group=8),
         # As TensorFlow's tf_cnn_benchmarks@9165a70 builds them (its 2017 Benchmarks page's
         # figures): 1001-way classifiers, batches per GPU its defaults.
         _image("alexnet", "alexnet", 90, 512, "tf_cnn_benchmarks AlexNet (227 px, 1001 "
@@ -217,6 +250,14 @@ ZOO: dict[str, ZooEntry] = {
                {"num_labels": 1001}, image_size=299),
         _vit("vit_b16", 768, 12, 12, 128),
         _vit("vit_l16", 1024, 24, 16, 64),
+        _vit("vit_ti16", 192, 12, 3, 256),
+        _vit("vit_s16", 384, 12, 6, 256),
+        _vit("vit_s32", 384, 12, 6, 256, patch_size=32),
+        _vit("vit_b32", 768, 12, 12, 256, patch_size=32),
+        _vit("vit_b8", 768, 12, 12, 32, patch_size=8),
+        _vit("vit_l32", 1024, 24, 16, 128, patch_size=32),
+        _vit("vit_l14", 1024, 24, 16, 32, patch_size=14),
+        _vit("vit_h14", 1280, 32, 16, 16, patch_size=14),
         _bert("bert_base", 768, 12, 12, 32),
         _bert("bert_large", 1024, 24, 16, 16),
         _bart("bart_large", 1024, 12, 16, 200),
@@ -291,12 +332,21 @@ ZOO: dict[str, ZooEntry] = {
                  {"num_users": 138_493, "num_items": 26_744, "factors": 64,
                   "mlp_layers": [256, 256, 128, 64], "dropout": 0.5,
                   "negative_samples": NCF_NEGATIVE_SAMPLES}),
-        _image("convnext_tiny", "convnext", 300, 128, "ConvNeXt (Liu et al. 2022): 300 "
-               "epochs, batch 4096 on 32 GPUs", {"depths": [3, 3, 9, 3],
-                                                 "hidden_sizes": [96, 192, 384, 768]}),
-        _image("mobilenet_v2", "mobilenet_v2", 300, 32, "torchvision MobileNetV2 recipe: 300 "
-               "epochs, batch 32 per GPU on 8 GPUs", {"depth_multiplier": 1.0,
-                                                      "tf_padding": False}),
+        _convnext("convnext_tiny", [3, 3, 9, 3], [96, 192, 384, 768], 128),
+        _mobilenet_v2("mobilenet_v2", 1.0, 32),
+        _mobilenet_v2("mobilenet_v2_050", 0.5, 32),
+        _mobilenet_v2("mobilenet_v2_075", 0.75, 32),
+        _mobilenet_v2("mobilenet_v2_140", 1.4, 32),
+        _convnext("convnext_small", [3, 3, 27, 3], [96, 192, 384, 768], 128),
+        _convnext("convnext_base", [3, 3, 27, 3], [128, 256, 512, 1024], 64),
+        _convnext("convnext_large", [3, 3, 27, 3], [192, 384, 768, 1536], 32),
+        _convnext("convnext_xlarge", [3, 3, 27, 3], [256, 512, 1024, 2048], 32),
+        _efficientnet("efficientnet_b1", 1.0, 1.1, 0.2, 240, 128),
+        _efficientnet("efficientnet_b2", 1.1, 1.2, 0.3, 260, 128),
+        _efficientnet("efficientnet_b3", 1.2, 1.4, 0.3, 300, 64),
+        _efficientnet("efficientnet_b5", 1.6, 2.2, 0.4, 456, 32),
+        _efficientnet("efficientnet_b6", 1.8, 2.6, 0.5, 528, 16),
+        _efficientnet("efficientnet_b7", 2.0, 3.1, 0.5, 600, 8),
         _image("efficientnet_b0", "efficientnet", 350, 128, "EfficientNet (Tan & Le 2019): "
                "350 epochs, batch 4096", EFFICIENTNET_B0),
         _image("efficientnet_b4", "efficientnet", 350, 64, "EfficientNet (Tan & Le 2019): "
@@ -316,6 +366,7 @@ ZOO: dict[str, ZooEntry] = {
         _densenet("densenet161", [6, 12, 36, 24], 48, 96, 64),
         _densenet("densenet169", [6, 12, 32, 32], 32, 64, 64),
         _densenet("densenet201", [6, 12, 48, 32], 32, 64, 64),
+        _densenet("densenet264", [6, 12, 64, 48], 48, 96, 32),
         _image("efficientnet_widese_b0", "efficientnet", 350, 128, WIDESE,
                {**EFFICIENTNET_B0, "squeeze_expansion_ratio": WIDESE_RATIO}),
         _image("efficientnet_widese_b4", "efficientnet", 350, 64, WIDESE,

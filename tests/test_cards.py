@@ -301,3 +301,23 @@ def test_build_cards_leaves_a_32_px_resnet_to_its_cifar_card(tmp_path):
                           {"model": "resnet18", "image_size": "448", "seq_len": ""},
                           {"model": "gnmt_v2", "image_size": "", "seq_len": "48"}])
     assert build_cards.published_sizes(path) == {("resnet18", 448, None)}
+
+
+def test_each_timm_row_names_a_card_of_timm_s_parameter_count():
+    """timm's benchmark files give each model's parameter count (millions, two decimals, in
+    the rows' notes): the zoo card a row is priced with must be that network (to 0.1%: the
+    InceptionV4 card is tf_cnn_benchmarks', 42.65M to timm's 42.68M)."""
+    import csv
+    import re
+
+    from gpuadvisor.cards import load_cards
+
+    cards = load_cards(ROOT / "datasets" / "model_cards.csv")
+    with open(ROOT / "datasets" / "published_throughput.csv", newline="") as handle:
+        rows = [r for r in csv.DictReader(handle) if "pytorch-image-models" in r["source"]]
+    assert len(rows) == 97
+    for row in rows:
+        published = float(re.search(r"\(([\d.]+) M parameters as the file gives them\)",
+                                    row["notes"])[1])
+        assert round(int(cards[row["model"]]["params"]) / 1e6, 2) == pytest.approx(
+            published, rel=1e-3, abs=0.011), row["model"]

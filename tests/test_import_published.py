@@ -32,11 +32,13 @@ def test_every_published_figure_is_carried_with_its_citation(reference):
         assert carried["unit"] == row["unit"]
     for row in _shipped():
         dle = row["source"].startswith("published: NVIDIA/DeepLearningExamples ")
-        # MLPerf Training logs: v1.0-v4.0, NVIDIA's and partners' submissions (v1.1 and v3.0
-        # Dell; v2.0 and v3.1 Krai; v2.1 and v3.1 Supermicro; v3.0 H3C; v3.1 CTuning; v4.0
+        # MLPerf Training logs: v1.0-v4.0, NVIDIA's and partners' submissions (v1.0, v1.1,
+        # v2.0 and v3.0 Dell; v2.0 and v3.1 Krai; v2.1, v3.0 and v3.1 Supermicro; v2.0 and v3.0
+        # H3C; v2.1 Fujitsu and Inspur; v2.1 and v3.1 xFusion; v3.0 IEI; v3.1 CTuning; v4.0
         # Dell, Lenovo, Fujitsu).
         mlperf = re.match(r"published: mlcommons/training_results_v\d+\.\d+ "
-                          r"(NVIDIA|Dell|H3C|Lenovo|Fujitsu|CTuning|Krai|Supermicro)/results/",
+                          r"(NVIDIA|Dell|H3C|Lenovo|Fujitsu|CTuning|Krai|Supermicro|xFusion|IEI|"
+                          r"Inspur)/results/",
                           row["source"])
         tf_benchmarks = row["source"].startswith(  # TensorFlow's 2017 benchmarks page
             "published: tensorflow/tensorflow tensorflow/docs_src/performance/benchmarks.md@")
@@ -52,6 +54,52 @@ def _by_table(rows: list[dict]) -> dict[tuple, tuple]:
     precision)."""
     return {(r["model_as_published"], r["gpu_as_published"], r["num_gpus"], r["precision"]):
             (r["batch_per_gpu"], r["seq_len"], r["throughput"]) for r in rows}
+
+
+# The twenty-sixth session's MLPerf ResNet-50 rows (2026-12-05): PCIe servers, the
+# first A40, L4 and L40 figures; (GPU, log) -> (GPUs, batch a GPU, images/s, interconnect).
+SESSION_26 = {
+    ("A30", "Dell/results/DSS8440x8xA30-NVBRIDGE/resnet/result_0.txt@a6ae3e16"):
+        ("8", "128", 10097, "PCIe"),
+    ("A30", "Fujitsu/results/rx_A30x2_mxnet_NGC_22.04/resnet/result_0.txt@9b4d2df6"):
+        ("2", "204", 3135, "NVLink"),
+    ("A30", "xFusion/results/G5500V6x8xA30_mxnet_22.04/resnet/result_1.txt@9b4d2df6"):
+        ("8", "150", 11300, "PCIe"),
+    ("A30", "H3C/results/R5300G6x8A30-PCIE-24GB/resnet/result_1.txt@9f08e30c"):
+        ("8", "204", 12867, "PCIe"),
+    ("A30", "H3C/results/R5350G6x8A30-PCIE-24GB/resnet/result_1.txt@9f08e30c"):
+        ("8", "204", 13112, "PCIe"),
+    ("A30", "H3C/results/R5350G6x10A30-PCIE-24GB/resnet/result_1.txt@9f08e30c"):
+        ("10", "204", 16333, "PCIe"),
+    ("H100PCIe",
+     "Supermicro/results/AS-4125GS-TNRT_8_H100-PCIe-80GB/resnet/result_0.txt@9f08e30c"):
+        ("8", "400", 35699, "PCIe"),
+    ("A100PCIe-80GB", "H3C/results/R5300G5x4A100-PCIE-80GB/resnet/result_1.txt@a6ae3e16"):
+        ("4", "408", 12487, "PCIe"),
+    ("A100PCIe-80GB", "Dell/results/DSS8440x10A100-PCIE-80GB/resnet/result_0.txt@f6f04435"):
+        ("10", "408", 27647, "PCIe"),
+    ("A100PCIe-80GB", "Dell/results/R750xax4A100-PCIE-80GB/resnet/result_0.txt@f6f04435"):
+        ("4", "408", 11986, "PCIe"),
+    ("A100PCIe-40GB",
+     "Dell/results/DSS8440x8A100-PCIE-40GB-NVBridge/resnet/result_0.txt@f6f04435"):
+        ("8", "408", 20284, "PCIe"),
+    ("A100PCIe-40GB", "Dell/results/DSS8440x8A100-PCIE-40GB/resnet/result_0.txt@8200377f"):
+        ("8", "408", 20764, "PCIe"),
+    ("L4", "xFusion/results/2288H_V7x6xL4/resnet/result_1.txt@f33f9444"):
+        ("6", "110", 4414, "PCIe"),
+    ("A40", "IEI/results/nf5468m6_mxnet/resnet/result_1.txt@9f08e30c"):
+        ("8", "408", 11304, "PCIe"),
+    ("A40", "Inspur/results/nf5468m6j_mxnet/resnet/result_1.txt@9b4d2df6"):
+        ("24", "136", 30594, "PCIe"),
+    ("L40", "xFusion/results/G5500V7x8L40/resnet/result_1.txt@f33f9444"):
+        ("8", "300", 16070, "PCIe"),
+    ("L40", "xFusion/results/G5500V7x10L40/resnet/result_1.txt@f33f9444"):
+        ("10", "300", 20003, "PCIe"),
+    ("L40", "xFusion/results/G5500V7x8xL40/resnet/result_1.txt@f33f9444"):
+        ("8", "300", 15986, "PCIe"),
+    ("L40", "xFusion/results/G5500V7x10xL40/resnet/result_1.txt@f33f9444"):
+        ("10", "300", 19897, "PCIe"),
+}
 
 
 def test_hand_checked_counts():
@@ -78,13 +126,24 @@ def test_hand_checked_counts():
     # pre-training on 1-64 DGX nodes and NER fine-tuning, DLE's TensorFlow BioBERT README, 19.08)
     # + 104 BERT-Large rows of DLE's TensorFlow 1 BERT README (20.06, and 19.08 multi-node on
     # DGX-2H: pre-training on DGX-1, DGX-2, DGX A100 40GB and 4-32 nodes, SQuAD fine-tuning)
-    # + 4 GNMT v2 rows of DLE's TensorFlow GNMT README on 2026-12-05 (19.07, 1 and 8 V100s).
+    # + 4 GNMT v2 rows of DLE's TensorFlow GNMT README on 2026-12-05 (19.07, 1 and 8 V100s)
+    # + 57 more rows of timm's RTX 3090 train benchmark (29 models the zoo gained, each whose
+    # timm parameter count its card matches; ViT-H/14 has no NHWC line) and 19 MLPerf ResNet-50
+    # rows (PCIe servers: A30, A40, L4, L40, A100 PCIe, H100 PCIe) on 2026-12-05.
     rows = _shipped()
-    assert len(rows) == 1211
+    assert len(rows) == 1287
     per_model = {}
     for r in rows:
         per_model[r["model"]] = per_model.get(r["model"], 0) + 1
-    assert per_model == {"resnet50": 148, "resnet152": 39, "bert_large": 328, "transformer_big": 20,
+    timm_only = ["resnet26", "resnet200", "resnext50_32x4d", "resnext101_32x8d",
+                 "resnext101_64x4d", "se_resnext50_32x4d", "se_resnext101_32x8d", "vit_ti16",
+                 "vit_s16", "vit_s32", "vit_b32", "vit_b8", "vit_l32", "vit_l14",
+                 "mobilenet_v2_050", "mobilenet_v2_075", "mobilenet_v2_140", "convnext_small",
+                 "convnext_base", "convnext_large", "convnext_xlarge", "efficientnet_b1",
+                 "efficientnet_b2", "efficientnet_b3", "efficientnet_b5", "efficientnet_b6",
+                 "efficientnet_b7", "densenet264"]
+    assert per_model == {**dict.fromkeys(timm_only, 2), "vit_h14": 1,
+                         "resnet50": 167, "resnet152": 39, "bert_large": 328, "transformer_big": 20,
                          "efficientnet_b0": 26, "efficientnet_b4": 26,
                          "efficientnet_widese_b0": 16, "efficientnet_widese_b4": 16,
                          "resnext101_32x4d": 30, "se_resnext101_32x4d": 30,
@@ -98,11 +157,20 @@ def test_hand_checked_counts():
                          "bert_base": 76}
     timm = {(r["model"], r["memory_format"]): (r["batch_per_gpu"], r["image_size"], r["throughput"])
             for r in rows if r["gpu"] == "RTX3090"}
-    assert len(timm) == 40 and {r["precision"] for r in rows if r["gpu"] == "RTX3090"} == {"amp"}
+    assert len(timm) == 97 and {r["precision"] for r in rows if r["gpu"] == "RTX3090"} == {"amp"}
     assert timm["resnet50", "nchw"] == ("512", "224", "826.06")
     assert timm["resnet50", "nhwc"] == ("512", "224", "1218.01")
     assert timm["efficientnet_b4", "nhwc"] == ("96", "320", "354.99")
     assert timm["vit_l16", "nchw"] == ("64", "224", "117.08")
+    assert timm["vit_h14", "nchw"] == ("16", "224", "39.94")
+    assert timm["efficientnet_b3", "nhwc"] == ("128", "288", "572.18")
+    assert timm["convnext_xlarge", "nhwc"] == ("64", "224", "116.37")
+    xfusion_v31 = sorted((r["gpu"], r["num_gpus"], r["batch_per_gpu"], r["throughput"])
+                         for r in rows if r["source"].startswith(
+                             "published: mlcommons/training_results_v3.1 xFusion/results/"))
+    assert xfusion_v31 == [("L4", "6", "110", "4414"), ("L40", "10", "300", "19897"),
+                           ("L40", "10", "300", "20003"), ("L40", "8", "300", "15986"),
+                           ("L40", "8", "300", "16070")]
     base = _by_table([r for r in rows if r["model"] == "bert_base"])
     tf1 = _by_table([r for r in rows if r["source"].endswith(
         "TensorFlow/LanguageModeling/BERT/README.md@002bcd8c")])
@@ -173,6 +241,7 @@ def test_hand_checked_counts():
     pcie = {(r["gpu"], r["source"].split()[2]): (r["num_gpus"], r["batch_per_gpu"],
                                                   float(r["throughput"]), r["interconnect"])
             for r in rows if r["as_of"] == "2026-12-05" and "mlcommons" in r["source"]}
+    added_26 = {key: pcie.pop(key) for key in list(pcie) if key in SESSION_26}
     assert pcie == {
         ("H100PCIe", "Dell/results/R760xax4H100-PCIE-80GB/resnet/result_0.txt@9f08e30c"):
             ("4", "816", 18912, "PCIe"),
@@ -214,6 +283,7 @@ def test_hand_checked_counts():
               and r["model"] == "resnet50" and r["num_gpus"] == "1" and r["batch_per_gpu"] == "64"
               and r["notes"].startswith("synthetic")]
     assert float(row["throughput"]) == 51.9
+    assert added_26 == SESSION_26
 
 
 def test_multi_node_rows_are_imported_across_nodes(tmp_path):
