@@ -60,8 +60,8 @@ class ZooEntry:
     name: str
     family: str  # resnet | cifar_resnet | resnext | densenet | ssd | alexnet | vgg |
     # inception | inception_v4 | vit | bert | bart | gpt2 | llama | transformer_xl | gnmt |
-    # transformer | convnext | mobilenet_v2 | efficientnet | ncf | waveglow | mask_rcnn |
-    # tacotron2
+    # transformer | convnext | swin | mobilenet_v2 | efficientnet | ncf | waveglow |
+    # mask_rcnn | tacotron2
     task: str  # image | text | recommendation (no input size: image_size and seq_len None)
     dataset: str
     samples_per_epoch: int
@@ -125,6 +125,14 @@ def _vit(name, hidden, layers, heads, batch, patch_size=16) -> ZooEntry:
 def _convnext(name, depths, hidden_sizes, batch) -> ZooEntry:
     return _image(name, "convnext", 300, batch, "ConvNeXt (Liu et al. 2022): 300 epochs, "
                   "batch 4096 on 32 GPUs", {"depths": depths, "hidden_sizes": hidden_sizes})
+
+
+def _swin(name, embed_dim, depths, heads, batch) -> ZooEntry:
+    """Swin Transformer (Liu et al. 2021): windowed self-attention (7x7 windows, shifted every
+    other block) over patch-merging stages."""
+    return _image(name, "swin", 300, batch, "Swin Transformer (Liu et al. 2021): 300 epochs, "
+                  "batch 1024 (128 a GPU on 8)", {"embed_dim": embed_dim, "depths": depths,
+                                                   "num_heads": heads, "window_size": 7})
 
 
 def _efficientnet(name, width, depth, dropout, image_size, batch) -> ZooEntry:
@@ -341,6 +349,10 @@ ZOO: dict[str, ZooEntry] = {
         _convnext("convnext_base", [3, 3, 27, 3], [128, 256, 512, 1024], 64),
         _convnext("convnext_large", [3, 3, 27, 3], [192, 384, 768, 1536], 32),
         _convnext("convnext_xlarge", [3, 3, 27, 3], [256, 512, 1024, 2048], 32),
+        _swin("swin_tiny", 96, [2, 2, 6, 2], [3, 6, 12, 24], 128),
+        _swin("swin_small", 96, [2, 2, 18, 2], [3, 6, 12, 24], 128),
+        _swin("swin_base", 128, [2, 2, 18, 2], [4, 8, 16, 32], 128),
+        _swin("swin_large", 192, [2, 2, 18, 2], [6, 12, 24, 48], 64),
         _efficientnet("efficientnet_b1", 1.0, 1.1, 0.2, 240, 128),
         _efficientnet("efficientnet_b2", 1.1, 1.2, 0.3, 260, 128),
         _efficientnet("efficientnet_b3", 1.2, 1.4, 0.3, 300, 64),
@@ -379,6 +391,7 @@ _CLASSES = {
     "resnet": ("ResNetConfig", "ResNetForImageClassification"),
     "vit": ("ViTConfig", "ViTForImageClassification"),
     "convnext": ("ConvNextConfig", "ConvNextForImageClassification"),
+    "swin": ("SwinConfig", "SwinForImageClassification"),
     "mobilenet_v2": ("MobileNetV2Config", "MobileNetV2ForImageClassification"),
     "efficientnet": ("EfficientNetConfig", "EfficientNetForImageClassification"),
     "bert": ("BertConfig", "BertForMaskedLM"),
