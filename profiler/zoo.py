@@ -60,8 +60,8 @@ class ZooEntry:
     name: str
     family: str  # resnet | cifar_resnet | resnext | densenet | ssd | alexnet | vgg |
     # inception | inception_v4 | vit | bert | bart | gpt2 | llama | transformer_xl | gnmt |
-    # transformer | convnext | swin | mobilenet_v2 | efficientnet | ncf | waveglow |
-    # mask_rcnn | tacotron2
+    # transformer | convnext | swin | regnet | mobilenet_v2 | efficientnet | ncf |
+    # waveglow | mask_rcnn | tacotron2
     task: str  # image | text | recommendation (no input size: image_size and seq_len None)
     dataset: str
     samples_per_epoch: int
@@ -133,6 +133,15 @@ def _swin(name, embed_dim, depths, heads, batch) -> ZooEntry:
     return _image(name, "swin", 300, batch, "Swin Transformer (Liu et al. 2021): 300 epochs, "
                   "batch 1024 (128 a GPU on 8)", {"embed_dim": embed_dim, "depths": depths,
                                                    "num_heads": heads, "window_size": 7})
+
+
+def _regnet(name, depths, hidden_sizes, group_width, batch) -> ZooEntry:
+    """RegNetX (layer_type x) or RegNetY (y: squeeze-and-excitation), Radosavovic et al. 2020:
+    grouped 3x3 convolutions of a fixed group width through the network."""
+    return _image(name, "regnet", 100, batch, "RegNet (Radosavovic et al. 2020): 100 epochs, "
+                  "batch 1024 (128 a GPU on 8)", {"depths": depths, "hidden_sizes": hidden_sizes,
+                                                  "groups_width": group_width,
+                                                  "layer_type": name[6]})
 
 
 def _efficientnet(name, width, depth, dropout, image_size, batch) -> ZooEntry:
@@ -349,6 +358,31 @@ ZOO: dict[str, ZooEntry] = {
         _convnext("convnext_base", [3, 3, 27, 3], [128, 256, 512, 1024], 64),
         _convnext("convnext_large", [3, 3, 27, 3], [192, 384, 768, 1536], 32),
         _convnext("convnext_xlarge", [3, 3, 27, 3], [256, 512, 1024, 2048], 32),
+        # RegNetX and RegNetY at the widths of the paper's 200MF-32GF models (timm's names)
+        _regnet("regnetx_002", [1, 1, 4, 7], [24, 56, 152, 368], 8, 128),
+        _regnet("regnetx_004", [1, 2, 7, 12], [32, 64, 160, 384], 16, 128),
+        _regnet("regnetx_006", [1, 3, 5, 7], [48, 96, 240, 528], 24, 128),
+        _regnet("regnetx_008", [1, 3, 7, 5], [64, 128, 288, 672], 16, 128),
+        _regnet("regnetx_016", [2, 4, 10, 2], [72, 168, 408, 912], 24, 128),
+        _regnet("regnetx_032", [2, 6, 15, 2], [96, 192, 432, 1008], 48, 128),
+        _regnet("regnetx_040", [2, 5, 14, 2], [80, 240, 560, 1360], 40, 128),
+        _regnet("regnetx_064", [2, 4, 10, 1], [168, 392, 784, 1624], 56, 128),
+        _regnet("regnetx_080", [2, 5, 15, 1], [80, 240, 720, 1920], 120, 128),
+        _regnet("regnetx_120", [2, 5, 11, 1], [224, 448, 896, 2240], 112, 128),
+        _regnet("regnetx_160", [2, 6, 13, 1], [256, 512, 896, 2048], 128, 128),
+        _regnet("regnetx_320", [2, 7, 13, 1], [336, 672, 1344, 2520], 168, 128),
+        _regnet("regnety_002", [1, 1, 4, 7], [24, 56, 152, 368], 8, 128),
+        _regnet("regnety_004", [1, 3, 6, 6], [48, 104, 208, 440], 8, 128),
+        _regnet("regnety_006", [1, 3, 7, 4], [48, 112, 256, 608], 16, 128),
+        _regnet("regnety_008", [1, 3, 8, 2], [64, 128, 320, 768], 16, 128),
+        _regnet("regnety_016", [2, 6, 17, 2], [48, 120, 336, 888], 24, 128),
+        _regnet("regnety_032", [2, 5, 13, 1], [72, 216, 576, 1512], 24, 128),
+        _regnet("regnety_040", [2, 6, 12, 2], [128, 192, 512, 1088], 64, 128),
+        _regnet("regnety_064", [2, 7, 14, 2], [144, 288, 576, 1296], 72, 128),
+        _regnet("regnety_080", [2, 4, 10, 1], [168, 448, 896, 2016], 56, 128),
+        _regnet("regnety_120", [2, 5, 11, 1], [224, 448, 896, 2240], 112, 128),
+        _regnet("regnety_160", [2, 4, 11, 1], [224, 448, 1232, 3024], 112, 128),
+        _regnet("regnety_320", [2, 5, 12, 1], [232, 696, 1392, 3712], 232, 128),
         _swin("swin_tiny", 96, [2, 2, 6, 2], [3, 6, 12, 24], 128),
         _swin("swin_small", 96, [2, 2, 18, 2], [3, 6, 12, 24], 128),
         _swin("swin_base", 128, [2, 2, 18, 2], [4, 8, 16, 32], 128),
@@ -392,6 +426,7 @@ _CLASSES = {
     "vit": ("ViTConfig", "ViTForImageClassification"),
     "convnext": ("ConvNextConfig", "ConvNextForImageClassification"),
     "swin": ("SwinConfig", "SwinForImageClassification"),
+    "regnet": ("RegNetConfig", "RegNetForImageClassification"),
     "mobilenet_v2": ("MobileNetV2Config", "MobileNetV2ForImageClassification"),
     "efficientnet": ("EfficientNetConfig", "EfficientNetForImageClassification"),
     "bert": ("BertConfig", "BertForMaskedLM"),

@@ -127,11 +127,12 @@ def test_hand_checked_counts():
     # + 104 BERT-Large rows of DLE's TensorFlow 1 BERT README (20.06, and 19.08 multi-node on
     # DGX-2H: pre-training on DGX-1, DGX-2, DGX A100 40GB and 4-32 nodes, SQuAD fine-tuning)
     # + 4 GNMT v2 rows of DLE's TensorFlow GNMT README on 2026-12-05 (19.07, 1 and 8 V100s)
-    # + 65 more rows of timm's RTX 3090 train benchmark (33 models the zoo gained, each whose
-    # timm parameter count its card matches; ViT-H/14 has no NHWC line) and 19 MLPerf ResNet-50
-    # rows (PCIe servers: A30, A40, L4, L40, A100 PCIe, H100 PCIe) on 2026-12-05.
+    # + 89 more rows of timm's RTX 3090 train benchmark (57 models the zoo gained, each whose
+    # timm parameter count its card matches; ViT-H/14 has no NHWC line, and the 24 RegNets'
+    # NHWC lines are left out: pytorch/pytorch#70954) and 19 MLPerf ResNet-50 rows (PCIe
+    # servers: A30, A40, L4, L40, A100 PCIe, H100 PCIe) on 2026-12-05.
     rows = _shipped()
-    assert len(rows) == 1295
+    assert len(rows) == 1319
     per_model = {}
     for r in rows:
         per_model[r["model"]] = per_model.get(r["model"], 0) + 1
@@ -143,7 +144,9 @@ def test_hand_checked_counts():
                  "efficientnet_b2", "efficientnet_b3", "efficientnet_b5", "efficientnet_b6",
                  "efficientnet_b7", "densenet264", "swin_tiny", "swin_small", "swin_base",
                  "swin_large"]
-    assert per_model == {**dict.fromkeys(timm_only, 2), "vit_h14": 1,
+    regnets = [f"regnet{kind}_{size}" for kind in "xy" for size in (
+        "002", "004", "006", "008", "016", "032", "040", "064", "080", "120", "160", "320")]
+    assert per_model == {**dict.fromkeys(timm_only, 2), **dict.fromkeys(regnets, 1), "vit_h14": 1,
                          "resnet50": 167, "resnet152": 39, "bert_large": 328, "transformer_big": 20,
                          "efficientnet_b0": 26, "efficientnet_b4": 26,
                          "efficientnet_widese_b0": 16, "efficientnet_widese_b4": 16,
@@ -158,7 +161,7 @@ def test_hand_checked_counts():
                          "bert_base": 76}
     timm = {(r["model"], r["memory_format"]): (r["batch_per_gpu"], r["image_size"], r["throughput"])
             for r in rows if r["gpu"] == "RTX3090"}
-    assert len(timm) == 105 and {r["precision"] for r in rows if r["gpu"] == "RTX3090"} == {"amp"}
+    assert len(timm) == 129 and {r["precision"] for r in rows if r["gpu"] == "RTX3090"} == {"amp"}
     assert timm["resnet50", "nchw"] == ("512", "224", "826.06")
     assert timm["resnet50", "nhwc"] == ("512", "224", "1218.01")
     assert timm["efficientnet_b4", "nhwc"] == ("96", "320", "354.99")
@@ -166,6 +169,8 @@ def test_hand_checked_counts():
     assert timm["vit_h14", "nchw"] == ("16", "224", "39.94")
     assert timm["efficientnet_b3", "nhwc"] == ("128", "288", "572.18")
     assert timm["convnext_xlarge", "nhwc"] == ("64", "224", "116.37")
+    assert timm["regnety_040", "nchw"] == ("384", "224", "640.15")
+    assert not any(model.startswith("regnet") and layout == "nhwc" for model, layout in timm)
     xfusion_v31 = sorted((r["gpu"], r["num_gpus"], r["batch_per_gpu"], r["throughput"])
                          for r in rows if r["source"].startswith(
                              "published: mlcommons/training_results_v3.1 xFusion/results/"))
