@@ -91,7 +91,8 @@ def test_excluded_software_is_left_out_and_counted(tmp_path):
                                                        "H100-80GB", "H200", "L40S", "A30", "A10G",
                                                        "K80", "P100SXM2", "RTX3090",
                                                        "A100PCIe-80GB", "A100PCIe-40GB",
-                                                       "H100PCIe", "RTXA5000"}
+                                                       "H100PCIe", "RTXA5000", "A40", "L4",
+                                                       "L40"}
     # 133 rows name that container: those six, ResNeXt101's twelve, Transformer-XL's 72,
     # Mask R-CNN's 19 (its twentieth is SUSPECT, left out before) and WaveGlow's and
     # Tacotron 2's 24.

