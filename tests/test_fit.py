@@ -457,3 +457,28 @@ def test_the_closed_form_jacobian_fits_as_finite_differences_do(monkeypatch):
         assert closed["coefficients"][name] == pytest.approx(value, rel=1e-4), name
     for name, value in numeric["software_effects"].items():
         assert closed["software_effects"][name] == pytest.approx(value, abs=1e-4), name
+
+
+def test_calibration_holds_many_models_out_in_a_bounded_number_of_folds(monkeypatch):
+    from advisor import fitting
+
+    rows = [row(m, g, n, 1, "amp") for m in MODELS for g in ("T4", "V100", "A100-40GB", "H100")
+            for n in (1, 2, 4)]
+    features = to_arrays(rows)
+    features["model"] = np.array([f"net{i % 12}" for i in range(len(rows))])  # 12 models
+    held_out = {}  # axis: the groups each inner fold held out
+
+    def record(features, throughput, splitter, groups=None, priors=None):
+        for axis in ("model", "gpu"):
+            if groups is not None and np.array_equal(groups, features[axis]):
+                held_out[axis] = [sorted(set(groups[test])) for _, test in
+                                  splitter.split(throughput, groups=groups)]
+        return np.zeros(len(throughput))
+
+    monkeypatch.setattr(fitting, "out_of_fold", record)
+    fitting.novel_spreads(features, true_throughput(rows), None)
+    # 12 models in INNER_GROUP_FOLDS folds (one fit a fold, not one a model), each held out
+    # once; 4 GPUs one at a time.
+    assert len(held_out["model"]) == fitting.INNER_GROUP_FOLDS == 10
+    assert sorted(m for fold in held_out["model"] for m in fold) == sorted(set(features["model"]))
+    assert sorted(held_out["gpu"]) == [["A100-40GB"], ["H100"], ["T4"], ["V100"]]
