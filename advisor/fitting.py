@@ -568,10 +568,11 @@ def calibrate(features: dict, throughput: np.ndarray, priors: dict | None = None
     whole models held out for extrapolation, `measured` the disagreement between software
     stacks that measured one configuration (`stacks`, software_spread; else the stated
     spread, `measured_from` says which), and under `novel` one spread per axis the
-    training data may not cover, each held out in turn. A range axis's spread grows with the
-    log distance d beyond `range` as sqrt(1 + d / `doubling`[axis]) (`range_growth`), up to
-    `ceiling`, the spread of the physics priors alone (`physics_ceiling`); `Artifact.predict`
-    combines the axes on which a configuration is new."""
+    training data may not cover, held out in turn (`novel_spreads`). A range axis's spread
+    grows with the log distance d beyond `range` as sqrt(1 + d / `doubling`[axis])
+    (`range_growth`), up to `ceiling`, the spread of the physics priors alone
+    (`physics_ceiling`); `Artifact.predict` combines the axes on which a configuration is
+    new."""
     from sklearn.model_selection import KFold
 
     out: dict[str, Any] = {name: [-s, s] for name, s in DEFAULT_SPREAD.items()}

@@ -460,6 +460,8 @@ def test_the_closed_form_jacobian_fits_as_finite_differences_do(monkeypatch):
 
 
 def test_calibration_holds_many_models_out_in_a_bounded_number_of_folds(monkeypatch):
+    """Nested in every outer fold of an evaluation, one inner fit per model made its cost grow
+    with the square of the models: past INNER_GROUP_FOLDS models they share folds."""
     from advisor import fitting
 
     rows = [row(m, g, n, 1, "amp") for m in MODELS for g in ("T4", "V100", "A100-40GB", "H100")
