@@ -651,11 +651,11 @@ def novel_spreads(features: dict, throughput: np.ndarray,
     for axis, least in (("model", 3), ("gpu", 2), ("unit", 2)):
         labels = np.asarray(physics.arithmetic_unit(features) if axis == "unit"
                             else features[axis])
-        groups = len(np.unique(labels))
-        if groups >= least:
+        distinct = len(np.unique(labels))
+        if distinct >= least:
             # One group a fold up to INNER_GROUP_FOLDS groups, then groups dealt into that
             # many folds of about equal rows.
-            folds = GroupKFold(n_splits=min(groups, INNER_GROUP_FOLDS))
+            folds = GroupKFold(n_splits=min(distinct, INNER_GROUP_FOLDS))
             spreads[axis] = conformal_symmetric(out_of_fold(
                 features, throughput, folds, groups=labels, priors=priors))
     for axis in RANGE_AXES:
