@@ -157,12 +157,17 @@ def summarise(rows: list[dict], groups: list[str], split: str, target: str,
     def ape(key: str, subset: list[dict]) -> float:
         return float(np.mean([abs(r[key] / r["measured"] - 1) for r in subset]) * 100)
 
+    def bias(subset: list[dict]) -> float:
+        """Median predicted / measured: above 1 optimistic, below 1 pessimistic (MAPE says
+        how far off, not which way; a held-out GPU's rows mostly err one way together)."""
+        return float(np.median([r["predicted"] / r["measured"] for r in subset]))
+
     per_group = []
     for name in groups:
         subset = [r for r in rows if r["group"] == name]
         per_group.append({
             "group": name, "n": len(subset), "mape": ape("predicted", subset),
-            "baseline_mape": ape("baseline", subset),
+            "median_ratio": bias(subset), "baseline_mape": ape("baseline", subset),
             "coverage": coverage(subset),
             "priors": priors[name],  # chosen on this fold's training part
         })
@@ -171,6 +176,7 @@ def summarise(rows: list[dict], groups: list[str], split: str, target: str,
         "mape": ape("predicted", rows),
         "median_ape": float(np.median([abs(r["predicted"] / r["measured"] - 1)
                                        for r in rows]) * 100),
+        "median_ratio": bias(rows),
         "baseline_loglinear_mape": ape("baseline", rows),
         "interval_coverage": coverage(rows),
         "interval_level": PREDICTION_INTERVAL_LEVEL,

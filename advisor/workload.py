@@ -262,9 +262,10 @@ def _find_card(cards: Mapping[str, Mapping[str, str]], model: str) -> Mapping[st
     if name is not None:
         return cards[name]
     closest = similar_cards(cards, model)
+    near = f"closest: {', '.join(closest)}" if closest else "no zoo name is close"
     raise WorkloadError(
-        f"unknown model {model!r}; closest: {', '.join(closest) or '-'}"
-        f" (all: {', '.join(sorted(cards))})"
+        f"unknown model {model!r}; {near} (all: {', '.join(sorted(cards))}); a model of your "
+        "own: `profiler card --config CONFIG --save`"
     )
 
 

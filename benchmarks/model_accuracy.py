@@ -76,7 +76,8 @@ def report(label: str, store: Path, split: str, priors: bool = False, **options)
     if split in ("model", "gpu", "source"):
         for g in result["groups"]:
             print(f"  {'    held out: ' + g['group']:<28} n={g['n']:<4} MAPE {g['mape']:5.1f}%"
-                  f"   log-linear {g['baseline_mape']:5.1f}%   coverage {g['coverage']:.0%}")
+                  f"   pred/meas {g['median_ratio']:4.2f}   log-linear {g['baseline_mape']:5.1f}%"
+                  f"   coverage {g['coverage']:.0%}")
     if split == "stack":  # dozens of stacks: their held-out rows summed per framework
         by_framework: dict[str, list[dict]] = {}
         for g in result["groups"]:

@@ -56,6 +56,10 @@ def test_workload_defaults_come_from_the_card_and_overrides_win():
 def test_unknown_model_names_the_closest():
     with pytest.raises(WorkloadError, match="unknown model 'tinynett'; closest: tinynet"):
         build_workload(CARDS, "tinynett")
+    # Nothing near: the message says so and how to card a model of one's own.
+    with pytest.raises(WorkloadError, match=r"unknown model 'zzz'; no zoo name is close \(all: "
+                       r".*\); a model of your own: `profiler card --config CONFIG --save`$"):
+        build_workload(CARDS, "zzz")
 
 
 @pytest.mark.parametrize("kwargs, message", [
