@@ -45,6 +45,19 @@ def test_evaluate_json_has_the_documented_shape(tmp_path):
         assert summary["median_ratio"] == pytest.approx(statistics.median(ratios))
 
 
+def test_evaluate_table_says_which_way_each_group_errs(tmp_path):
+    synthetic_store(tmp_path / "m.db", gpus=("T4", "V100"))
+    run = [*CLI, "--store", str(tmp_path / "m.db"), "--split", "gpu", "--format"]
+    table, csv = (subprocess.run(run + [fmt], capture_output=True, text=True, check=True).stdout
+                  for fmt in ("table", "csv"))
+    assert "pred/meas" in table
+    result = evaluate(tmp_path / "m.db", "gpu")
+    lines = csv.splitlines()
+    assert lines[0] == "group,n,mape,median_ratio,baseline_mape,coverage"
+    for group, line in zip(result["groups"] + [{"group": "all", **result}], lines[1:]):
+        assert line.split(",")[3] == f"{group['median_ratio']:.2f}"
+
+
 def test_nodes_split_trains_small_and_tests_large(tmp_path):
     synthetic_store(tmp_path / "m.db", gpus=("T4",))
     result = evaluate(tmp_path / "m.db", "nodes", max_train_workers=4)

@@ -83,12 +83,14 @@ def evaluate(
     if fmt is Format.json:
         emit_json(result)
         return
-    rows = [{**g, "coverage": f"{g['coverage']:.0%}"} for g in result["groups"]]
+    rows = [{**g, "coverage": f"{g['coverage']:.0%}", "median_ratio": f"{g['median_ratio']:.2f}"}
+            for g in result["groups"]]
     rows.append({"group": "all", "n": result["n"], "mape": result["mape"],
-                 "median_ratio": result["median_ratio"],
+                 "median_ratio": f"{result['median_ratio']:.2f}",
                  "baseline_mape": result["baseline_loglinear_mape"],
                  "coverage": f"{result['interval_coverage']:.0%}"})
     emit(rows, ["group", "n", "mape", "median_ratio", "baseline_mape", "coverage"], fmt,
          headers={"mape": "MAPE %", "median_ratio": "pred/meas",
                   "baseline_mape": "log-linear MAPE %", "coverage": "in 90% interval"},
-         title=f"{target}, held out by {split}")
+         title=f"{target}, held out by {split}", right=("n", "mape", "median_ratio",
+                                                        "baseline_mape"))

@@ -156,11 +156,13 @@ def emit(
     *,
     title: str | None = None,
     headers: Mapping[str, str] | None = None,
+    right: Collection[str] | None = None,
 ) -> None:
-    """Rows as a rich table, JSON (all keys) or CSV (the given columns)."""
+    """Rows as a rich table, JSON (all keys) or CSV (the given columns); `right` as
+    render_table's."""
     if fmt is Format.json:
         emit_json(list(rows))
     elif fmt is Format.csv:
         emit_csv(rows, columns)
     else:
-        emit_table(rows, columns, title=title, headers=headers)
+        emit_table(rows, columns, title=title, headers=headers, right=right)
