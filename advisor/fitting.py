@@ -474,20 +474,36 @@ def fit_correction(features: dict, residual: np.ndarray) -> dict:
 
 def ridge_alpha(z: np.ndarray, residual: np.ndarray, models) -> float:
     """The penalty with the least leave-one-model-out absolute log error on this data
-    (closed-form ridge with an unpenalised intercept, as sklearn's Ridge)."""
-    models = np.asarray(models)
-    groups = np.unique(models)
+    (closed-form ridge with an unpenalised intercept, as sklearn's Ridge). Every fold's sums
+    are the whole data's less its held-out model's, so all folds and penalties are solved at
+    once, in one batched solve, rather than a pass over the rows per model."""
+    groups, group = np.unique(np.asarray(models), return_inverse=True)
     if len(groups) < 3:
         return RIDGE_ALPHAS[-1]
-    errors = np.zeros(len(RIDGE_ALPHAS))
-    for group in groups:
-        train, test = models != group, models == group
-        z_mean, r_mean = z[train].mean(axis=0), residual[train].mean()
-        zc, rc = z[train] - z_mean, residual[train] - r_mean
-        gram, target = zc.T @ zc, zc.T @ rc
-        for i, alpha in enumerate(RIDGE_ALPHAS):
-            coef = np.linalg.solve(gram + alpha * np.eye(len(gram)), target)
-            errors[i] += np.abs((z[test] - z_mean) @ coef + r_mean - residual[test]).sum()
+    group = group.reshape(-1)
+    k = z.shape[1]
+    # Per held-out model: its rows' count and sums of z, r, z z' and z r.
+    count = np.bincount(group, minlength=len(groups)).astype(float)
+    sum_z = np.zeros((len(groups), k))
+    np.add.at(sum_z, group, z)
+    sum_r = np.bincount(group, weights=residual, minlength=len(groups))
+    sum_zz = np.zeros((len(groups), k, k))
+    np.add.at(sum_zz, group, z[:, :, None] * z[:, None, :])
+    sum_zr = np.zeros((len(groups), k))
+    np.add.at(sum_zr, group, z * residual[:, None])
+    # The training part of each fold: everything but that model.
+    n = len(residual) - count
+    z_mean = (z.sum(axis=0) - sum_z) / n[:, None]
+    r_mean = (residual.sum() - sum_r) / n
+    gram = (z.T @ z - sum_zz) - n[:, None, None] * z_mean[:, :, None] * z_mean[:, None, :]
+    target = (z.T @ residual - sum_zr) - n[:, None] * z_mean * r_mean[:, None]
+    alphas = np.asarray(RIDGE_ALPHAS)[None, :, None, None] * np.eye(k)
+    coef = np.linalg.solve(gram[:, None] + alphas,
+                           np.broadcast_to(target[:, None, :, None],
+                                           (len(groups), len(RIDGE_ALPHAS), k, 1)))[..., 0]
+    # Each row predicted by its own model's fold, at every penalty.
+    predicted = np.einsum("nk,nak->na", z - z_mean[group], coef[group]) + r_mean[group, None]
+    errors = np.abs(predicted - residual[:, None]).sum(axis=0)
     return float(RIDGE_ALPHAS[int(np.argmin(errors))])
 
 

@@ -484,3 +484,26 @@ def test_calibration_holds_many_models_out_in_a_bounded_number_of_folds(monkeypa
     assert len(held_out["model"]) == fitting.INNER_GROUP_FOLDS == 10
     assert sorted(m for fold in held_out["model"] for m in fold) == sorted(set(features["model"]))
     assert sorted(held_out["gpu"]) == [["A100-40GB"], ["H100"], ["T4"], ["V100"]]
+
+
+def test_ridge_penalty_is_the_one_leave_one_model_out_refits_choose():
+    """The batched solve (every fold's sums as the whole data's less its model's) picks the
+    penalty that refitting sklearn's Ridge without each model in turn picks."""
+    from sklearn.linear_model import Ridge
+
+    from advisor.fitting import RIDGE_ALPHAS, ridge_alpha
+
+    rng = np.random.default_rng(1)
+    chosen = set()
+    for _ in range(12):
+        n, k = int(rng.integers(40, 200)), int(rng.integers(1, 6))
+        z = rng.normal(size=(n, k))
+        models = rng.integers(0, int(rng.integers(3, 12)), n).astype(str)
+        residual = z @ rng.normal(size=k) * rng.uniform(0, 0.3) + rng.normal(size=n)
+        errors = [sum(np.abs(Ridge(alpha=alpha).fit(z[models != m], residual[models != m])
+                             .predict(z[models == m]) - residual[models == m]).sum()
+                      for m in np.unique(models)) for alpha in RIDGE_ALPHAS]
+        expected = RIDGE_ALPHAS[int(np.argmin(errors))]
+        assert ridge_alpha(z, residual, models) == expected
+        chosen.add(expected)
+    assert len(chosen) >= 2  # the data leave the choice open: not one penalty always
