@@ -99,6 +99,12 @@ class Evaluation:
         names = [f.name for f in fields(cls) if f.name != "data"]
         return cls(**{name: data[name] for name in names}, data=data)
 
+    @property
+    def median_ratio(self) -> float:
+        """Which way the errors lean: the median of predicted over measured (above 1
+        optimistic); each group's is in `groups`."""
+        return self.data["median_ratio"]
+
     def to_dict(self) -> dict:
         """What `advisor evaluate --format json` prints."""
         return self.data

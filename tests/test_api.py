@@ -267,6 +267,7 @@ def test_evaluate_returns_an_evaluation_and_the_cli_prints_its_dict(tmp_path):
     assert isinstance(result, Evaluation)
     assert (result.split, result.n, len(result.groups)) == ("gpu", 120, 2)
     assert result.mape < 5 < result.baseline_loglinear_mape
+    assert result.median_ratio == result.to_dict()["median_ratio"] == pytest.approx(1, abs=0.05)
     assert Evaluation.from_dict(json.loads(json.dumps(result.to_dict()))) == result
     cli = advisor_cli("evaluate", "--store", str(tmp_path / "m.db"), "--split", "gpu",
                       "--format", "json")
