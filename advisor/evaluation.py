@@ -158,8 +158,9 @@ def summarise(rows: list[dict], groups: list[str], split: str, target: str,
         return float(np.mean([abs(r[key] / r["measured"] - 1) for r in subset]) * 100)
 
     def bias(subset: list[dict]) -> float:
-        """Median predicted / measured: above 1 optimistic, below 1 pessimistic (MAPE says
-        how far off, not which way; a held-out GPU's rows mostly err one way together)."""
+        """Median predicted / measured of the target: for throughput above 1 is optimistic,
+        for step time pessimistic (MAPE says how far off, not which way; a held-out GPU's rows
+        mostly err one way together)."""
         return float(np.median([r["predicted"] / r["measured"] for r in subset]))
 
     per_group = []

@@ -101,8 +101,8 @@ class Evaluation:
 
     @property
     def median_ratio(self) -> float:
-        """Which way the errors lean: the median of predicted over measured (above 1
-        optimistic); each group's is in `groups`."""
+        """Which way the errors lean: the median of predicted over measured (of throughput
+        above 1 is optimistic, of step time pessimistic); each group's is in `groups`."""
         return self.data["median_ratio"]
 
     def to_dict(self) -> dict:

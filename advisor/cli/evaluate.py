@@ -47,8 +47,8 @@ def evaluate(
     own), where the training fold saw them; else what the fold's other containers of its code
     base share, else its framework's, and its interval widens by the fitted stacks' spread.
     Reports MAPE (percent), which way the errors lean (pred/meas: the median of predicted over
-    measured; above 1 the model is optimistic there, below 1 pessimistic), the MAPE of a
-    plain log-linear baseline, and how often the 90% interval held the measurement.
+    measured; of throughput above 1 is optimistic, of --target step_time pessimistic), the
+    MAPE of a plain log-linear baseline, and how often the 90% interval held the measurement.
 
     Examples:
 
