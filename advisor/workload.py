@@ -19,6 +19,7 @@ from advisor.errors import ParameterError
 from advisor.memory import ModelMemory, optimizer_for
 from gpuadvisor.cards import (
     INPUT_SIZE,
+    MAKE_A_CARD,
     base_model,
     card_name,
     matching_card,
@@ -265,7 +266,7 @@ def _find_card(cards: Mapping[str, Mapping[str, str]], model: str) -> Mapping[st
     near = f"closest: {', '.join(closest)}" if closest else "no zoo name is close"
     raise WorkloadError(
         f"unknown model {model!r}; {near} (all: {', '.join(sorted(cards))}); a model of your "
-        "own: `profiler card --config CONFIG --save`"
+        f"own: {MAKE_A_CARD}"
     )
 
 

@@ -58,7 +58,8 @@ def test_unknown_model_names_the_closest():
         build_workload(CARDS, "tinynett")
     # Nothing near: the message says so and how to card a model of one's own.
     with pytest.raises(WorkloadError, match=r"unknown model 'zzz'; no zoo name is close \(all: "
-                       r".*\); a model of your own: `profiler card --config CONFIG --save`$"):
+                       r".*\); a model of your own: `profiler card --config CONFIG --save` "
+                       r"or `--callable`$"):
         build_workload(CARDS, "zzz")
 
 
