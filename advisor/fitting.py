@@ -498,9 +498,7 @@ def ridge_alpha(z: np.ndarray, residual: np.ndarray, models) -> float:
     gram = (z.T @ z - sum_zz) - n[:, None, None] * z_mean[:, :, None] * z_mean[:, None, :]
     target = (z.T @ residual - sum_zr) - n[:, None] * z_mean * r_mean[:, None]
     alphas = np.asarray(RIDGE_ALPHAS)[None, :, None, None] * np.eye(k)
-    coef = np.linalg.solve(gram[:, None] + alphas,
-                           np.broadcast_to(target[:, None, :, None],
-                                           (len(groups), len(RIDGE_ALPHAS), k, 1)))[..., 0]
+    coef = np.linalg.solve(gram[:, None] + alphas, target[:, None, :, None])[..., 0]
     # Each row predicted by its own model's fold, at every penalty.
     predicted = np.einsum("nk,nak->na", z - z_mean[group], coef[group]) + r_mean[group, None]
     errors = np.abs(predicted - residual[:, None]).sum(axis=0)
