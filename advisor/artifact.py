@@ -19,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from advisor import physics
+from advisor import anchoring, physics
 from advisor.errors import AdvisorError
+from advisor.physics import unique_keys
 from advisor.sharding import plain_layout
 from gpuadvisor import data
 from gpuadvisor.textfile import unreadable
@@ -129,11 +130,13 @@ THROUGHPUT_SHAPE = {
     "unit_effects": ("a mapping", NUMBER), "software_spread": ("a mapping", NUMBER),
     "code_effects": ("a mapping", NUMBER), "code_unit_effects": ("a mapping", NUMBER),
     "release_effects": ("a mapping", NUMBER),
+    "anchors": {"length_scale": NUMBER, "noise_share": NUMBER,
+                "cells": ("a mapping", {"x": ("a list", NUMBERS), "weights": NUMBERS})},
 }
 # What a fit on no data, or on data without software stacks, leaves out; prediction does
 # without them. A calibration's `novel` spreads need its `ceiling`, its `range` its `doubling`.
 OPTIONAL = {"software_effects", "framework_effects", "unit_effects", "software_spread",
-            "code_effects", "code_unit_effects", "release_effects",
+            "code_effects", "code_unit_effects", "release_effects", "anchors",
             "interpolated", "measured", "ceiling", "novel", "range", "doubling", "units"}
 NEEDS = {"novel": "ceiling", "range": "doubling"}
 
@@ -214,13 +217,15 @@ class Artifact:
     # -- throughput ---------------------------------------------------------------------
 
     def step_time(self, features: dict) -> np.ndarray:
-        """Model seconds per step of one worker: physics times the learned correction, for
+        """Model seconds per step of one worker: physics times the learned correction and the
+        anchor to measurements of the same model on the same GPU (advisor/anchoring.py), for
         the reference software stack (PyTorch), or for the stack named in an optional
         `software` feature where the fit has seen it (`software_effects`; `advisor evaluate`
         names the stack that measured a held-out row, `recommend` names none)."""
         spec = self.doc["throughput"]
         seconds = physics.step_time(features, spec["coefficients"])
-        log_factor = _correction(spec["correction"], features)
+        log_factor = _correction(spec["correction"], features) - anchoring.anchor(
+            spec.get("anchors"), features)
         if "software" in features and spec.get("software_effects"):
             names, codes = physics.factorize(features["software"])
             effect = [_stack_prior(spec, name)[0] for name in names]
@@ -367,20 +372,6 @@ def config_keys(features: dict) -> np.ndarray:
     keys, inverse = unique_keys(*(features[c] for c in CONFIG_COLUMNS),
                                 physics.nchw_transposes(features))
     return np.array(keys, dtype=str)[inverse]
-
-
-def unique_keys(*columns) -> tuple[list[str], np.ndarray]:
-    """Distinct rows of the columns as 'a|b|c' strings (lower case, numbers as integers) and
-    each row's index into them. A column is an array or its `physics.factorize` pair."""
-    first = columns[0]
-    inverse = np.zeros(len(first[1] if isinstance(first, tuple) else first), dtype=np.int64)
-    keys = [""]
-    for column in columns:
-        names, codes = column if isinstance(column, tuple) else physics.factorize(column)
-        names = names.tolist()
-        combos, inverse = physics.dense_codes(inverse * len(names) + codes)
-        keys = [keys[c // len(names)] + "|" + names[c % len(names)] for c in combos.tolist()]
-    return [k[1:] for k in keys], inverse.reshape(-1)
 
 
 def _lookup(table: dict, columns, default=np.nan) -> np.ndarray:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from advisor import physics
+from advisor import anchoring, physics
 from advisor.artifact import (
     RANGE_AXES,
     SCHEMA_VERSION,
@@ -534,11 +534,29 @@ def fit_throughput(features: dict, throughput: np.ndarray, measured: dict,
     priors, chosen_by = tuned_priors(features, throughput)
     spec = fit_throughput_core(features, throughput, priors) if len(throughput) else {
         "coefficients": dict(physics.PRIOR), "correction": fit_correction(features, np.array([]))}
+    residual = in_sample_residual(spec, features, throughput)
+    kernel = anchoring.choose_kernel(features, residual)
+    spec["anchors"] = anchoring.fit_anchors(features, residual, kernel)
     spec["priors"] = {"values": priors, "chosen_by": chosen_by}
     spec["seen"] = {"configs": measured, "model_gpu": seen_ranges(features),
                     "units": sorted(set(physics.arithmetic_unit(features).tolist()))}
-    spec["calibration"] = calibrate(features, throughput, priors, stacks)
+    spec["calibration"] = calibrate(features, throughput, priors, stacks, kernel)
     return spec
+
+
+def bare_spec(core: dict) -> dict:
+    """A throughput section that predicts from a core fit alone: nothing measured, no
+    intervals."""
+    return {**core, "seen": {"configs": {}, "model_gpu": {}},
+            "calibration": {"extrapolated": [0.0, 0.0]}}
+
+
+def in_sample_residual(core: dict, features: dict, throughput: np.ndarray) -> np.ndarray:
+    """log(measured / predicted) of the rows a core fit was fitted on, each with its own
+    software stack's effect: what anchoring (advisor/anchoring.py) smooths."""
+    if not len(throughput):
+        return np.zeros(0)
+    return np.log(throughput / predict_throughput(bare_spec(core), features))
 
 
 def predict_throughput(spec: dict, features: dict) -> np.ndarray:
@@ -561,13 +579,17 @@ def seen_ranges(features: dict) -> dict[str, list[float]]:
 
 
 def out_of_fold(features: dict, throughput: np.ndarray, splitter, groups=None,
-                priors: dict | None = None) -> np.ndarray:
-    """log(measured / predicted) for every row, each predicted by a fit that never saw it."""
+                priors: dict | None = None, kernel: dict | None = None) -> np.ndarray:
+    """log(measured / predicted) for every row, each predicted by a fit that never saw it,
+    anchored to the training rows of its cell under `kernel` where one is given, as the
+    artifact's predictions are."""
     residual = np.full(len(throughput), np.nan)
     for train, test in splitter.split(throughput, groups=groups):
-        core = fit_throughput_core(take(features, train), throughput[train], priors)
-        spec = {**core, "seen": {"configs": {}, "model_gpu": {}},
-                "calibration": {"extrapolated": [0.0, 0.0]}}
+        trained = take(features, train)
+        spec = bare_spec(fit_throughput_core(trained, throughput[train], priors))
+        if kernel is not None:
+            spec["anchors"] = anchoring.fit_anchors(
+                trained, in_sample_residual(spec, trained, throughput[train]), kernel)
         # For a stack not seen (the user's): the stacks' spread belongs in the residuals.
         unseen_stack = {k: v for k, v in take(features, test).items() if k != "software"}
         predicted = predict_throughput(spec, unseen_stack)
@@ -576,7 +598,8 @@ def out_of_fold(features: dict, throughput: np.ndarray, splitter, groups=None,
 
 
 def calibrate(features: dict, throughput: np.ndarray, priors: dict | None = None,
-              stacks: tuple[list[float] | None, int] = (None, 0)) -> dict:
+              stacks: tuple[list[float] | None, int] = (None, 0),
+              kernel: dict | None = None) -> dict:
     """Split-conformal log-residual quantiles from fits that never saw the rows they predict
     (under the hyperparameters chosen on the same data): random folds for interpolation,
     whole models held out for extrapolation, `measured` the disagreement between software
@@ -586,7 +609,10 @@ def calibrate(features: dict, throughput: np.ndarray, priors: dict | None = None
     grows with the log distance d beyond `range` as sqrt(1 + d / `doubling`[axis])
     (`range_growth`), up to `ceiling`, the spread of the physics priors alone
     (`physics_ceiling`); `Artifact.predict` combines the axes on which a configuration is
-    new."""
+    new. The random folds' predictions are anchored under `kernel` to their training rows,
+    as the artifact's interpolations are (advisor/anchoring.py); the axes' are not: the
+    configuration far out on an axis that an interval widens for is mostly in a cell no row
+    measured, and a spread measured with anchors would narrow its interval."""
     from sklearn.model_selection import KFold
 
     out: dict[str, Any] = {name: [-s, s] for name, s in DEFAULT_SPREAD.items()}
@@ -601,7 +627,8 @@ def calibrate(features: dict, throughput: np.ndarray, priors: dict | None = None
                                 "figures of the same configuration")
     if n >= 10:
         folds = KFold(n_splits=5, shuffle=True, random_state=SEED)
-        out["interpolated"] = conformal(out_of_fold(features, throughput, folds, priors=priors))
+        out["interpolated"] = conformal(out_of_fold(features, throughput, folds, priors=priors,
+                                                    kernel=kernel))
         novel, doubling = novel_spreads(features, throughput, priors)
         out["extrapolated"] = novel.get("model", out["extrapolated"])
     # Less evidence never gets a narrower interval.

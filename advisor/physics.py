@@ -298,6 +298,21 @@ class Encoded(dict):
         return self._codes[key]
 
 
+
+def unique_keys(*columns) -> tuple[list[str], np.ndarray]:
+    """Distinct rows of the columns as 'a|b|c' strings (lower case, numbers as integers) and
+    each row's index into them. A column is an array or its `factorize` pair."""
+    first = columns[0]
+    inverse = np.zeros(len(first[1] if isinstance(first, tuple) else first), dtype=np.int64)
+    keys = [""]
+    for column in columns:
+        names, codes = column if isinstance(column, tuple) else factorize(column)
+        names = names.tolist()
+        combos, inverse = dense_codes(inverse * len(names) + codes)
+        keys = [keys[c // len(names)] + "|" + names[c % len(names)] for c in combos.tolist()]
+    return [k[1:] for k in keys], inverse.reshape(-1)
+
+
 def codes(features: dict, key: str) -> tuple[np.ndarray, np.ndarray]:
     return features.codes(key) if isinstance(features, Encoded) else factorize(features[key])
 

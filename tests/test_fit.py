@@ -470,7 +470,7 @@ def test_calibration_holds_many_models_out_in_a_bounded_number_of_folds(monkeypa
     features["model"] = np.array([f"net{i % 12}" for i in range(len(rows))])  # 12 models
     held_out = {}  # axis: the groups each inner fold held out
 
-    def record(features, throughput, splitter, groups=None, priors=None):
+    def record(features, throughput, splitter, groups=None, priors=None, kernel=None):
         for axis in ("model", "gpu"):
             if groups is not None and np.array_equal(groups, features[axis]):
                 held_out[axis] = [sorted(set(groups[test])) for _, test in
