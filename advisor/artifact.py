@@ -153,12 +153,23 @@ def _malformed(doc: dict) -> str | None:
             return f"lacks {section}.{missing[0]}"
     if problem := _wrong_shape(doc["throughput"], THROUGHPUT_SHAPE, "throughput"):
         return problem
+    if problem := _uneven_anchors(doc["throughput"].get("anchors")):
+        return problem
     calibration = doc["throughput"]["calibration"]
     if missing := [needed for key, needed in NEEDS.items()
                    if key in calibration and needed not in calibration]:
         return f"lacks throughput.calibration.{missing[0]}"
     if where := _non_finite(doc, ""):
         return f"holds a NaN or infinite number at {where}"
+    return None
+
+
+def _uneven_anchors(anchors: dict | None) -> str | None:
+    """An anchoring cell whose points are not (log batch, log workers) pairs, one weight each."""
+    for key, cell in (anchors or {}).get("cells", {}).items():
+        if len(cell["x"]) != len(cell["weights"]) or any(len(p) != 2 for p in cell["x"]):
+            return (f"holds {len(cell['x'])} points for {len(cell['weights'])} weights, or a "
+                    f"point without its two coordinates, at throughput.anchors.cells.{key}")
     return None
 
 

@@ -137,6 +137,8 @@ WRONG_SHAPES = [
     (("calibration", "ceiling"), None, "lacks throughput.calibration.ceiling"),
     (("coefficients", "memory"), None, "lacks throughput.coefficients.memory"),
     (("seen",), "x", "a mapping at throughput.seen"),
+    (("anchors", "length_scale"), "long", "a number at throughput.anchors.length_scale"),
+    (("anchors", "cells"), [], "a mapping at throughput.anchors.cells"),
 ]
 
 
@@ -156,6 +158,15 @@ def test_a_throughput_section_of_the_wrong_shape_is_refused_on_load(tmp_path, ke
     with pytest.raises(ArtifactError, match=re.escape(message)) as raised:
         load_artifact(tmp_path / "edited.json")
     assert "advisor fit" in str(raised.value)
+
+
+def test_an_anchoring_cell_with_a_weight_too_few_is_refused_on_load(tmp_path):
+    doc = json.loads(SHIPPED.read_text())
+    key, cell = next(iter(doc["throughput"]["anchors"]["cells"].items()))
+    cell["weights"].pop()
+    (tmp_path / "edited.json").write_text(json.dumps(doc))
+    with pytest.raises(ArtifactError, match=re.escape(f"throughput.anchors.cells.{key}")):
+        load_artifact(tmp_path / "edited.json")
 
 
 def test_lifetimes_follow_the_published_curves_and_stated_priors():
