@@ -298,7 +298,6 @@ class Encoded(dict):
         return self._codes[key]
 
 
-
 def unique_keys(*columns) -> tuple[list[str], np.ndarray]:
     """Distinct rows of the columns as 'a|b|c' strings (lower case, numbers as integers) and
     each row's index into them. A column is an array or its `factorize` pair."""
