@@ -7,9 +7,10 @@ ResNet-50 in bf16 take 10 ms a step whatever the batch and 0.37 ms an image, whe
 prices 23 ms and 0.22 ms, so at batch 192 it predicted 2,949 images/s between measurements of
 1,861 at batch 64 and 2,427 at 256.
 
-A cell is a model at one input size on one GPU, arithmetic unit and kind of synchronisation,
-in either memory layout (the physics prices NCHW's transposes; what it misses of a model on a
-GPU it misses in both, as timm's NCHW and channels-last pairs show). Each training row leaves
+A cell is a model at one input size on one GPU (its silicon, cloud.gpus.silicon: a
+V100-32GB's runs are a V100's), arithmetic unit and kind of synchronisation, in either memory
+layout (the physics prices NCHW's transposes; what it misses of a model on a GPU it misses in
+both, as timm's NCHW and channels-last pairs show). Each training row leaves
 a residual, log(measured / predicted) with its own software stack's effect, and a cell's
 residuals are smoothed over log per-GPU batch and log workers by Gaussian-process regression
 (kriging): k(d) = tau^2 exp(-d^2 / 2l^2) between two configurations at distance d, plus a
@@ -40,7 +41,8 @@ CELL_COLUMNS = ("model", "gpu", "sync", "flops_per_sample")
 
 def cells(features: dict) -> tuple[list[str], np.ndarray]:
     """(cell keys, each row's index into them)."""
-    return physics.unique_keys(*(physics.codes(features, c) for c in CELL_COLUMNS),
+    return physics.unique_keys(*(physics.codes(features, physics.identity(features, c))
+                                 for c in CELL_COLUMNS),
                                physics.arithmetic_unit(features))
 
 

@@ -248,12 +248,14 @@ class Artifact:
         spec = self.doc["throughput"]
         value = physics.cluster_throughput(features, self.step_time(features))
         measured = spec["seen"]["configs"]
-        keys, inverse = unique_keys(*(physics.codes(features, c) for c in CONFIG_COLUMNS),
+        keys, inverse = unique_keys(*(physics.codes(features, physics.identity(features, c))
+                                      for c in CONFIG_COLUMNS),
                                     physics.nchw_transposes(features))
         is_measured = np.array([k in measured for k in keys], dtype=bool)[inverse]
         workers = range_axis(features, "workers")
         is_measured &= plain_layout(features, len(value))  # a measurement is of plain DDP
-        pairs = (physics.codes(features, "model"), physics.codes(features, "gpu"))
+        pairs = (physics.codes(features, "model"),
+                 physics.codes(features, physics.identity(features, "gpu")))
         lo_w = _lookup({k: v[0] for k, v in spec["seen"]["model_gpu"].items()}, pairs, np.inf)
         hi_w = _lookup({k: v[1] for k, v in spec["seen"]["model_gpu"].items()}, pairs, -np.inf)
         interpolated = (workers >= lo_w) & (workers <= hi_w) & ~is_measured
@@ -380,7 +382,8 @@ CONFIG_COLUMNS = ("model", "gpu", "precision", "sync", "nodes", "gpus_per_node",
 
 def config_keys(features: dict) -> np.ndarray:
     """One string per row naming a training configuration exactly."""
-    keys, inverse = unique_keys(*(features[c] for c in CONFIG_COLUMNS),
+    keys, inverse = unique_keys(*(features[physics.identity(features, c)]
+                                  for c in CONFIG_COLUMNS),
                                 physics.nchw_transposes(features))
     return np.array(keys, dtype=str)[inverse]
 
@@ -573,7 +576,8 @@ def _widen_where_novel(spec: dict, features: dict, provenance: np.ndarray, value
         return lo, hi
     pairs = [key.split("|", 1) for key in seen]
     unseen = {"model": ~physics.is_in(features, "model", sorted({m for m, _ in pairs})),
-              "gpu": ~physics.is_in(features, "gpu", sorted({g for _, g in pairs}))}
+              "gpu": ~physics.is_in(features, physics.identity(features, "gpu"),
+                                    sorted({g for _, g in pairs}))}
     if "units" in spec["seen"]:  # the arithmetic unit (tensor cores in 16 bits, TF32, FP32)
         unseen["unit"] = ~np.isin(physics.arithmetic_unit(features), spec["seen"]["units"])
     growth = {"model": 1.0, "gpu": 1.0, "unit": 1.0}

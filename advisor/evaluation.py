@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from advisor import physics
 from advisor.artifact import Artifact
 from advisor.features import take
 from advisor.fitting import SEED, fit_throughput, throughput_data
@@ -42,7 +43,8 @@ def folds(features: dict, split: str, max_train_workers: int | None = None):
     n = len(features["model"])
     workers = np.asarray(features["nodes"], float) * np.asarray(features["gpus_per_node"], float)
     if split in HELD_OUT_COLUMN:
-        labels = np.asarray(features[HELD_OUT_COLUMN[split]]).astype(str)
+        labels = np.asarray(features[physics.identity(features, HELD_OUT_COLUMN[split])])
+        labels = labels.astype(str)
         distinct = np.unique(labels)
         if len(distinct) < 2:
             raise EvaluateError(f"the store holds one {split} only ({', '.join(distinct)}); "

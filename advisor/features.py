@@ -15,6 +15,7 @@ import numpy as np
 
 from advisor.errors import AdvisorError
 from advisor.physics import (
+    SILICON_KEY,
     dense_codes,
     factorize,
     fp32_issue_fraction,
@@ -192,7 +193,7 @@ def configuration_features(
     for key in PER_SAMPLE_KEYS:
         out[key] = out[key] * scale
 
-    from cloud.gpus import gpu_spec
+    from cloud.gpus import gpu_spec, silicon
 
     gpu_names, gpu_index = np.unique(gpu, return_inverse=True)
     try:
@@ -204,6 +205,8 @@ def configuration_features(
     # rows group together whatever name their source gave it.
     gpu_names = np.array([row.gpu for row in rows], dtype=str)
     out["gpu"] = gpu_names[gpu_index.reshape(-1)]
+    out[SILICON_KEY] = np.array([silicon(row.gpu) for row in rows], dtype=str)[
+        gpu_index.reshape(-1)]
     for key in GPU_KEYS:
         out[key] = np.array([spec[key] for spec in specs], dtype=float)[gpu_index]
     bf16 = (out["precision"] == "bf16") & (out["gpu_bf16"] == 0)

@@ -571,7 +571,8 @@ def step_seconds(features: dict, throughput: np.ndarray) -> np.ndarray:
 def seen_ranges(features: dict) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     workers = np.asarray(features["nodes"], float) * np.asarray(features["gpus_per_node"], float)
-    for model, gpu, w in zip(features["model"], features["gpu"], workers):
+    gpus = features[physics.identity(features, "gpu")]
+    for model, gpu, w in zip(features["model"], gpus, workers):
         key = f"{model}|{gpu}".lower()
         low, high = out.get(key, [w, w])
         out[key] = [float(min(low, w)), float(max(high, w))]
@@ -691,7 +692,7 @@ def novel_spreads(features: dict, throughput: np.ndarray,
     growth: dict[str, float | None] = {}
     for axis, least in (("model", 3), ("gpu", 2), ("unit", 2)):
         labels = np.asarray(physics.arithmetic_unit(features) if axis == "unit"
-                            else features[axis])
+                            else features[physics.identity(features, axis)])
         distinct = len(np.unique(labels))
         if distinct >= least:
             # One group a fold up to INNER_GROUP_FOLDS groups, then groups dealt into that

@@ -104,6 +104,10 @@ SMOOTH_MAX_POWER = 4.0
 # development VM. A trial's host dispatches a step's kernels that much slower or faster.
 REFERENCE_HOST_OP_US = 2.0
 
+# The feature naming the GPU a configuration's measurements count for (cloud.gpus.silicon: a
+# V100-32GB's are a V100's): what anchoring, measured configurations and held-out GPUs key on.
+SILICON_KEY = "gpu_silicon"
+
 # Prior coefficients: what the fit is pulled towards, and what a term keeps when the training
 # data does not exercise it. Achieved fractions of peak once the memory-bound operators are
 # priced apart: cuBLAS reaches about 70% of the tensor or FP32 peak on the large matrix
@@ -310,6 +314,12 @@ def unique_keys(*columns) -> tuple[list[str], np.ndarray]:
         combos, inverse = dense_codes(inverse * len(names) + codes)
         keys = [keys[c // len(names)] + "|" + names[c % len(names)] for c in combos.tolist()]
     return [k[1:] for k in keys], inverse.reshape(-1)
+
+
+def identity(features: dict, key: str) -> str:
+    """The column that says which `key` a row's measurements count for: the GPU's silicon
+    (SILICON_KEY) for `gpu` where the features carry it, else `key` itself."""
+    return SILICON_KEY if key == "gpu" and SILICON_KEY in features else key
 
 
 def codes(features: dict, key: str) -> tuple[np.ndarray, np.ndarray]:

@@ -79,6 +79,29 @@ def gpu_spec(name: str) -> GpuSpec:
     return specs[matches[0]]
 
 
+# What sets a GPU's speed: every datasheet figure but its memory's capacity.
+PERFORMANCE_FIELDS = ("mem_bw_gbps", "fp32_tflops", "tensor_tflops", "bf16", "tf32", "power_w",
+                      "base_clock_mhz", "boost_clock_mhz", "pcie_gen", "nvlink_gb_s",
+                      "architecture", "form_factor")
+
+
+def silicon(name: str) -> str:
+    """The first gpus.csv row with the performance figures of canonical GPU `name`: parts that
+    differ in memory capacity alone run a job alike (a V100-32GB is a V100: one chip, clock,
+    power limit and memory bandwidth), so a measurement of one is a measurement of the other
+    wherever the job fits."""
+    return _silicon_names()[name]
+
+
+@cache
+def _silicon_names() -> dict[str, str]:
+    first: dict[tuple, str] = {}
+    for spec in gpu_specs().values():
+        first.setdefault(tuple(getattr(spec, f) for f in PERFORMANCE_FIELDS), spec.gpu)
+    return {spec.gpu: first[tuple(getattr(spec, f) for f in PERFORMANCE_FIELDS)]
+            for spec in gpu_specs().values()}
+
+
 def _number(cell: str | None) -> float | None:
     return float(cell) if cell else None
 
