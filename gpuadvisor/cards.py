@@ -117,6 +117,12 @@ CIFAR_SUFFIX = "_cifar"
 _POINT_RELEASE = re.compile(r"[\s\-_]*v\d+\.\d+$", re.IGNORECASE)
 # A Hugging Face checkpoint's tokenizer casing ("bert-base-uncased"): the same network.
 _CASING = re.compile(r"[\s\-_]*(un)?cased$", re.IGNORECASE)
+# Meta's names of the Llama 3 generation the zoo's Llama shapes are of
+# ("meta-llama/Meta-Llama-3.1-8B", "Llama 3 70B", "llama3.2-1b"): publisher and generation
+# dropped, llama_8b. Llama 2 is another network (another vocabulary, MLP width and attention)
+# and keeps its '2'.
+_LLAMA_3 = re.compile(r"^(meta-llama/)?(meta[\s\-_]*)?llama[\s\-_]*3(\.\d)?(?=[\s\-_])",
+                      re.IGNORECASE)
 
 
 class CardError(GpuAdvisorError, ValueError):
@@ -165,12 +171,14 @@ def matching_card(cards, model: str) -> str | None:
     """The name in `cards` that `model` stands for, tolerant of case, spaces, '-', '_', '.'
     and '/' as the zoo is (ResNet-50 is resnet50, BERT Large bert_large, ViT-B/16 vit_b16),
     of a point release the zoo's name does not carry (ResNet-50 v1.5 is resnet50), a checkpoint's
-    tokenizer casing (bert-large-uncased is bert_large) or a version's missing 'v' (inception4
-    is inception_v4); None where none does."""
+    tokenizer casing (bert-large-uncased is bert_large), Meta's name of a Llama 3 model (Llama
+    3.1 8B is llama_8b) or a version's missing 'v' (inception4 is inception_v4); None where none
+    does."""
     if model in cards:
         return model
     names = {_plain(name): name for name in cards}
-    unreleased = _plain(_POINT_RELEASE.sub("", _CASING.sub("", model.strip())))
+    unreleased = _plain(_POINT_RELEASE.sub("", _CASING.sub("", _LLAMA_3.sub(
+        "llama", model.strip()))))
     # tf_cnn_benchmarks' --model names drop the version's 'v': inception3 is inception_v3
     versioned = re.sub(r"(?<=[a-z])(\d+)$", r"v\1", unreleased)
     return names.get(_plain(model)) or names.get(unreleased) or names.get(versioned)

@@ -202,6 +202,9 @@ def test_shipped_csv_matches_what_the_code_computes(computed):
     ("Inception v3", "inception_v3"), ("GNMT v2", "gnmt_v2"), ("inception3", "inception_v3"),
     ("inception4", "inception_v4"), ("Inception-v4", "inception_v4"), ("vgg16", "vgg16"),
     ("bert-large-uncased", "bert_large"), ("bert-base-cased", "bert_base"),
+    ("meta-llama/Meta-Llama-3.1-8B", "llama_8b"), ("Llama 3 70B", "llama_70b"),
+    ("llama3.2-1b", "llama_1b"), ("Llama-3.3-70B", "llama_70b"), ("llama-2-7b", None),
+    ("Llama 2 70B", None),
     # a whole version is another network: MobileNet (v1) is not MobileNetV2
     ("MobileNet", None), ("ResNet-50 v2", None)])
 def test_matching_card_tolerates_a_sources_spelling(spelling, card):
