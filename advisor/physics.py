@@ -32,7 +32,8 @@ maximum of the class's sums. A training step of one worker then costs
                       transformer's residual stream stays fp32, only its GEMMs halve;
                       in NCHW, 16-bit convolutions' B_conv once more: cuDNN's transposes)
       + a_fixed                                                  (framework, input)
-      + a_launch * T + a_layer * T*b / BW_mem    (per-layer launches; traffic, unsplit cards)
+      + a_launch * T (0.1 + 0.9/A) + a_layer * T*b / BW_mem   (per-tensor kernels, those of
+                      the update once per optimizer step of A micro-steps; traffic, unsplit cards)
       + a_kernel * K                             (each kernel's floor on the GPU)
       + a_inter * 2(N-1)/N * G / BW_net                          (ring all-reduce between nodes)
       + a_intra * 2(g-1)/g * G / BW_intra                        (all-reduce inside a node)
@@ -74,6 +75,7 @@ from advisor.sharding import (
     communication_scale,
     compute_scale,
     optimizer_scale,
+    update_share,
 )
 from gpuadvisor.cards import (
     AUTOCAST_BYTES_COLUMNS,
@@ -155,6 +157,12 @@ PRIOR = {
     "ps_server_tensor": 1e-4,
     "host_dispatch": 1e-5,
 }
+# Of the ten kernels a tensor costs a step (the `tensor_launch` prior), the one that adds its
+# gradient into .grad runs every micro-step; the optimizer's update, the gradient's zeroing and
+# DDP's bucket copies run once per optimizer step, so a micro-step of A carries 0.1 + 0.9/A of
+# them (all of them, before 2026-12-06: BERT's pre-training at 8 to 8,192 micro-steps an update
+# paid its optimizer's 400 tensors' kernels each micro-step), and recomputation none again.
+ACCUMULATE_SHARE = 0.1
 # Efficiency of each operator class relative to a large matrix product on the same unit,
 # stated a priori: cuDNN's implicit-GEMM convolutions reach about 70% of what cuBLAS does on
 # an equal GEMM (layout transforms, small spatial tiles), depthwise convolutions a quarter
@@ -571,7 +579,9 @@ def design_matrix(features: dict) -> np.ndarray:
         * optimizer_scale(features, len(batch)) / (_arr(features, "gpu_mem_bw_gbps") * 1e9)
     kernels = kernels_per_step(features, len(batch))
     columns = {**{name: values * work for name, values in roofline.items()}, "fixed": fixed,
-               "memory": roofline["memory"] * work + update, "tensor_launch": tensors * work,
+               "memory": roofline["memory"] * work + update,
+               "tensor_launch": tensors * (ACCUMULATE_SHARE + (1 - ACCUMULATE_SHARE)
+                                           * update_share(features, len(batch))),
                "kernel_floor": kernels * work,
                "tensor_memory": tensor_memory * work,
                "allreduce_inter": inter * traffic, "allreduce_intra": intra * traffic,

@@ -4,7 +4,10 @@ worker moves per micro-step relative to DDP's ring all-reduce of the gradients, 
 
 - DDP with gradient accumulation over `a` micro-steps all-reduces once per optimizer step: 1/a.
 - The optimizer reads and writes its state once per optimizer step, each worker only its
-  shard under FSDP: (1/a)(1/N) of the update's bytes per micro-step.
+  shard under FSDP: (1/a)(1/N) of the update's bytes per micro-step; its per-tensor kernels
+  (and the gradients' zeroing and DDP's bucket copies) also run once per optimizer step: 1/a
+  of them per micro-step, whatever the sharding (each worker's shard is one kernel's work per
+  tensor too), and recomputation does not run them again.
 - FSDP full shard (ZeRO-3) all-gathers the parameters in the compute dtype before forward and
   again before backward, every micro-step, and reduce-scatters the gradients once per
   optimizer step: (N-1)/N (2 W + G' / a) against 2 (N-1)/N G, with W the parameters' bytes in
@@ -63,14 +66,18 @@ def compute_scale(features: dict, n: int) -> np.ndarray:
     return np.where(recompute, CHECKPOINT_COMPUTE_FACTOR, 1.0)
 
 
+def update_share(features: dict, n: int) -> np.ndarray:
+    """The optimizer steps a micro-step carries: 1/a (1 without accumulation)."""
+    return 1.0 / np.maximum(_column(features, "accumulation", 1.0, n), 1.0)
+
+
 def optimizer_scale(features: dict, n: int) -> np.ndarray:
     """The optimizer update's share of a micro-step: it runs once per optimizer step (1/a),
     and under FSDP each worker updates only its shard of the parameters (1/N)."""
-    accumulation = np.maximum(_column(features, "accumulation", 1.0, n), 1.0)
     sharded = _column(features, "sharded", 0.0, n) > 0
     workers = np.asarray(features["nodes"], dtype=float) * np.asarray(features["gpus_per_node"],
                                                                        dtype=float)
-    return np.where(sharded, 1.0 / np.maximum(workers, 1.0), 1.0) / accumulation
+    return np.where(sharded, 1.0 / np.maximum(workers, 1.0), 1.0) * update_share(features, n)
 
 
 def communication_scale(features: dict, n: int) -> np.ndarray:

@@ -76,12 +76,18 @@ def test_accumulation_divides_ddp_traffic_and_fsdp_moves_the_parameters_twice():
     np.testing.assert_allclose(optimizer_scale(features, 4), [0.25, 1 / 8, 1 / 8, 1 / 16])
 
 
-def test_the_optimizers_bytes_are_charged_once_per_optimizer_step_on_its_shard():
+def plain_h100_plans() -> tuple[dict, dict, int]:
+    """(features, the same as plain DDP, how many) of the 8B model's H100 plans."""
     work = build_workload(CARDS, "llm_8b", precision="bf16")
     cands = enumerate_candidates(load_catalog().as_arrays(), work, Filters(gpus=["H100"]))
-    features = cands.features(work)
-    n, memory = len(cands), physics.TERMS.index("memory")
+    features, n = cands.features(work), len(cands)
     flat = dict(features, accumulation=np.ones(n), checkpointing=np.zeros(n), sharded=np.zeros(n))
+    return features, flat, n
+
+
+def test_the_optimizers_bytes_are_charged_once_per_optimizer_step_on_its_shard():
+    features, flat, n = plain_h100_plans()
+    memory = physics.TERMS.index("memory")
     update = physics.OPTIMIZER_BYTES_PER_PARAM * features["params"] / (
         features["gpu_mem_bw_gbps"] * 1e9)
     workers = features["nodes"] * features["gpus_per_node"]
@@ -94,6 +100,19 @@ def test_the_optimizers_bytes_are_charged_once_per_optimizer_step_on_its_shard()
             rest = rest * CHECKPOINT_COMPUTE_FACTOR
         np.testing.assert_allclose(physics.design_matrix(changed)[:, memory],
                                    rest + update * share)
+
+
+def test_a_tensors_update_kernels_run_once_per_optimizer_step_its_accumulation_each_micro_step():
+    features, flat, n = plain_h100_plans()
+    launch = physics.TERMS.index("tensor_launch")
+    per_step = physics.design_matrix(flat)[:, launch]
+    np.testing.assert_allclose(per_step, features["tensors"])
+    for layout, share in (({"accumulation": np.full(n, 8.0)},
+                           physics.ACCUMULATE_SHARE + (1 - physics.ACCUMULATE_SHARE) / 8),
+                          ({"checkpointing": np.ones(n)}, 1.0),  # recomputing runs no update
+                          ({"sharded": np.ones(n)}, 1.0)):  # a shard is a kernel a tensor too
+        np.testing.assert_allclose(physics.design_matrix(dict(flat, **layout))[:, launch],
+                                   per_step * share)
 
 
 def test_a_plain_layout_leaves_the_physics_unchanged_and_checkpointing_costs_a_third():
