@@ -160,8 +160,8 @@ PRIOR = {
 # Of the ten kernels a tensor costs a step (the `tensor_launch` prior), the one that adds its
 # gradient into .grad runs every micro-step; the optimizer's update, the gradient's zeroing and
 # DDP's bucket copies run once per optimizer step, so a micro-step of A carries 0.1 + 0.9/A of
-# them (all of them, before 2026-12-06: BERT's pre-training at 8 to 8,192 micro-steps an update
-# paid its optimizer's 400 tensors' kernels each micro-step), and recomputation none again.
+# them (all of them, before 2026-12-06: BERT-Large's pre-training at 2 to 8,192 micro-steps an
+# update paid its ~400 tensors' update kernels each micro-step), and recomputation none again.
 ACCUMULATE_SHARE = 0.1
 # Efficiency of each operator class relative to a large matrix product on the same unit,
 # stated a priori: cuDNN's implicit-GEMM convolutions reach about 70% of what cuBLAS does on
