@@ -117,8 +117,9 @@ SILICON_KEY = "gpu_silicon"
 # operators too, the whole-model efficiency published ResNet-50 runs reach (~35% of FP32
 # peak: half the large-GEMM figure); element-wise kernels about 70% of DRAM bandwidth
 # (STREAM-like); 5 ms fixed cost, half of the communication hidden behind backward; per
-# tensor and step ~10 kernels of ~10 us on the GPU (the optimizer's and the gradient's
-# per-parameter kernels, which the card's `kernels_per_step` does not count: each small
+# tensor and optimizer step ~10 kernels of ~10 us on the GPU (the optimizer's and the
+# gradient's per-parameter kernels, ACCUMULATE_SHARE of them every micro-step, which the
+# card's `kernels_per_step` does not count: each small
 # kernel's launch latency, ramp and tail, whatever its size), and ~1 MB per sample of
 # activations read and written (a CIFAR-sized layer, three passes); a parameter server
 # handles each tensor's push and pull as requests, ~100 us per tensor and worker (two RPCs
