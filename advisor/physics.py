@@ -75,7 +75,7 @@ from advisor.sharding import (
     communication_scale,
     compute_scale,
     optimizer_scale,
-    update_share,
+    tensor_kernel_scale,
 )
 from gpuadvisor.cards import (
     AUTOCAST_BYTES_COLUMNS,
@@ -118,9 +118,9 @@ SILICON_KEY = "gpu_silicon"
 # peak: half the large-GEMM figure); element-wise kernels about 70% of DRAM bandwidth
 # (STREAM-like); 5 ms fixed cost, half of the communication hidden behind backward; per
 # tensor and optimizer step ~10 kernels of ~10 us on the GPU (the optimizer's and the
-# gradient's per-parameter kernels, ACCUMULATE_SHARE of them every micro-step, which the
-# card's `kernels_per_step` does not count: each small
-# kernel's launch latency, ramp and tail, whatever its size), and ~1 MB per sample of
+# gradient's per-parameter kernels, sharding.ACCUMULATE_SHARE of them every micro-step, which
+# the card's `kernels_per_step` does not count: each small kernel's launch latency, ramp and
+# tail, whatever its size), and ~1 MB per sample of
 # activations read and written (a CIFAR-sized layer, three passes); a parameter server
 # handles each tensor's push and pull as requests, ~100 us per tensor and worker (two RPCs
 # of tens of microseconds of server work each). That last value was first read off CM-DARE
@@ -158,12 +158,6 @@ PRIOR = {
     "ps_server_tensor": 1e-4,
     "host_dispatch": 1e-5,
 }
-# Of the ten kernels a tensor costs a step (the `tensor_launch` prior), the one that adds its
-# gradient into .grad runs every micro-step; the optimizer's update, the gradient's zeroing and
-# DDP's bucket copies run once per optimizer step, so a micro-step of A carries 0.1 + 0.9/A of
-# them (all of them, before 2026-12-06: BERT-Large's pre-training at 2 to 8,192 micro-steps an
-# update paid its ~400 tensors' update kernels each micro-step), and recomputation none again.
-ACCUMULATE_SHARE = 0.1
 # Efficiency of each operator class relative to a large matrix product on the same unit,
 # stated a priori: cuDNN's implicit-GEMM convolutions reach about 70% of what cuBLAS does on
 # an equal GEMM (layout transforms, small spatial tiles), depthwise convolutions a quarter
@@ -581,8 +575,7 @@ def design_matrix(features: dict) -> np.ndarray:
     kernels = kernels_per_step(features, len(batch))
     columns = {**{name: values * work for name, values in roofline.items()}, "fixed": fixed,
                "memory": roofline["memory"] * work + update,
-               "tensor_launch": tensors * (ACCUMULATE_SHARE + (1 - ACCUMULATE_SHARE)
-                                           * update_share(features, len(batch))),
+               "tensor_launch": tensors * tensor_kernel_scale(features, len(batch)),
                "kernel_floor": kernels * work,
                "tensor_memory": tensor_memory * work,
                "allreduce_inter": inter * traffic, "allreduce_intra": intra * traffic,

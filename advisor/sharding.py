@@ -30,6 +30,12 @@ from advisor.memory import CHECKPOINT_COMPUTE_FACTOR
 from gpuadvisor.vocab import HALF_PRECISIONS
 
 LAYOUT_KEYS = ("accumulation", "checkpointing", "sharded", "half_params")
+# Of the ten kernels a tensor costs a step (physics' `tensor_launch` prior), the one that adds
+# its gradient into .grad runs every micro-step; the optimizer's update, the gradient's zeroing
+# and DDP's bucket copies run once per optimizer step, so a micro-step of A carries 0.1 + 0.9/A
+# of them (all of them, before 2026-12-06: BERT-Large's pre-training at 2 to 8,192 micro-steps
+# an update paid its ~400 tensors' update kernels each micro-step), and recomputation none again.
+ACCUMULATE_SHARE = 0.1
 
 
 def _column(features: dict, key: str, default: float, n: int) -> np.ndarray:
@@ -69,6 +75,12 @@ def compute_scale(features: dict, n: int) -> np.ndarray:
 def update_share(features: dict, n: int) -> np.ndarray:
     """The optimizer steps a micro-step carries: 1/a (1 without accumulation)."""
     return 1.0 / np.maximum(_column(features, "accumulation", 1.0, n), 1.0)
+
+
+def tensor_kernel_scale(features: dict, n: int) -> np.ndarray:
+    """The per-tensor kernels' share of a micro-step (physics' `tensor_launch`): the one adding
+    each gradient into .grad every micro-step, the rest once per optimizer step."""
+    return ACCUMULATE_SHARE + (1 - ACCUMULATE_SHARE) * update_share(features, n)
 
 
 def optimizer_scale(features: dict, n: int) -> np.ndarray:

@@ -96,9 +96,8 @@ def silicon(name: str) -> str:
 @cache
 def _silicon_names() -> dict[str, str]:
     first: dict[tuple, str] = {}
-    for spec in gpu_specs().values():
-        first.setdefault(tuple(getattr(spec, f) for f in PERFORMANCE_FIELDS), spec.gpu)
-    return {spec.gpu: first[tuple(getattr(spec, f) for f in PERFORMANCE_FIELDS)]
+    return {spec.gpu: first.setdefault(tuple(getattr(spec, f) for f in PERFORMANCE_FIELDS),
+                                       spec.gpu)
             for spec in gpu_specs().values()}
 
 

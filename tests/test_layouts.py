@@ -11,6 +11,7 @@ from advisor.candidates import Filters, enumerate_candidates
 from advisor.memory import CHECKPOINT_COMPUTE_FACTOR
 from advisor.reasons import Reason
 from advisor.sharding import (
+    ACCUMULATE_SHARE,
     autocast_rows,
     communication_scale,
     compute_scale,
@@ -108,7 +109,7 @@ def test_a_tensors_update_kernels_run_once_per_optimizer_step_its_accumulation_e
     per_step = physics.design_matrix(flat)[:, launch]
     np.testing.assert_allclose(per_step, features["tensors"])
     for layout, share in (({"accumulation": np.full(n, 8.0)},
-                           physics.ACCUMULATE_SHARE + (1 - physics.ACCUMULATE_SHARE) / 8),
+                           ACCUMULATE_SHARE + (1 - ACCUMULATE_SHARE) / 8),
                           ({"checkpointing": np.ones(n)}, 1.0),  # recomputing runs no update
                           ({"sharded": np.ones(n)}, 1.0)):  # a shard is a kernel a tensor too
         np.testing.assert_allclose(physics.design_matrix(dict(flat, **layout))[:, launch],
