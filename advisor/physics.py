@@ -71,6 +71,7 @@ from __future__ import annotations
 import numpy as np
 
 from advisor.sharding import (
+    accumulating_share,
     autocast_rows,
     communication_scale,
     compute_scale,
@@ -194,6 +195,11 @@ ACTIVATION_PASSES = 2.0
 # SGD with momentum in FP32 reads weight, gradient and momentum and writes weight and
 # momentum once a step: 5 x 4 bytes per parameter (Adam: 7 x 4).
 OPTIMIZER_BYTES_PER_PARAM = 20.0
+# Under accumulation a micro-step's weight gradient is added into the accumulated one (autograd's
+# AccumulateGrad: .grad += g, in fp32 whatever the compute dtype): it reads both and writes
+# the sum, three passes over the gradients that the card's trace, of one step whose gradients
+# are written, does not count. An optimizer step's first micro-step writes them as traced.
+ACCUMULATE_GRADIENT_PASSES = 3.0
 # GB/s per direction of a x16 PCIe link (PCI-SIG: 8, 16, 32 GT/s a lane from gen 3 to 5,
 # 128b/130b encoding); GPUs of unknown generation are taken as gen 3.
 PCIE_X16_GB_S = {3: 15.75, 4: 31.5, 5: 63.0}
@@ -572,9 +578,11 @@ def design_matrix(features: dict) -> np.ndarray:
     # The optimizer's update: once per optimizer step, on its shard (not recomputed).
     update = OPTIMIZER_BYTES_PER_PARAM * np.nan_to_num(_arr(features, "params")) \
         * optimizer_scale(features, len(batch)) / (_arr(features, "gpu_mem_bw_gbps") * 1e9)
+    accumulate = ACCUMULATE_GRADIENT_PASSES * grad * accumulating_share(features, len(batch)) \
+        / (_arr(features, "gpu_mem_bw_gbps") * 1e9)
     kernels = kernels_per_step(features, len(batch))
     columns = {**{name: values * work for name, values in roofline.items()}, "fixed": fixed,
-               "memory": roofline["memory"] * work + update,
+               "memory": roofline["memory"] * work + update + accumulate,
                "tensor_launch": tensors * tensor_kernel_scale(features, len(batch)),
                "kernel_floor": kernels * work,
                "tensor_memory": tensor_memory * work,

@@ -3,6 +3,9 @@ micro-batch's compute (activation checkpointing runs each forward twice) and the
 worker moves per micro-step relative to DDP's ring all-reduce of the gradients, 2 (N-1)/N G.
 
 - DDP with gradient accumulation over `a` micro-steps all-reduces once per optimizer step: 1/a.
+- Every micro-step but an optimizer step's first adds its gradients into the accumulated ones
+  (autograd's AccumulateGrad: .grad += g): (a-1)/a of three passes over the gradients a
+  micro-step, beyond what a plain step writes.
 - The optimizer reads and writes its state once per optimizer step, each worker only its
   shard under FSDP: (1/a)(1/N) of the update's bytes per micro-step; its per-tensor kernels
   (and the gradients' zeroing and DDP's bucket copies) also run once per optimizer step: 1/a
@@ -75,6 +78,12 @@ def compute_scale(features: dict, n: int) -> np.ndarray:
 def update_share(features: dict, n: int) -> np.ndarray:
     """The optimizer steps a micro-step carries: 1/a (1 without accumulation)."""
     return 1.0 / np.maximum(_column(features, "accumulation", 1.0, n), 1.0)
+
+
+def accumulating_share(features: dict, n: int) -> np.ndarray:
+    """The micro-steps that add their gradients into the accumulated ones: all but each
+    optimizer step's first, which writes them (1 - 1/a; 0 without accumulation)."""
+    return 1.0 - update_share(features, n)
 
 
 def tensor_kernel_scale(features: dict, n: int) -> np.ndarray:

@@ -87,20 +87,23 @@ def plain_h100_plans() -> tuple[dict, dict, int]:
 
 
 def test_the_optimizers_bytes_are_charged_once_per_optimizer_step_on_its_shard():
+    """...and under accumulation each micro-step but an optimizer step's first reads the
+    accumulated gradients and its own and writes their sum: (a-1)/a of three passes."""
     features, flat, n = plain_h100_plans()
     memory = physics.TERMS.index("memory")
-    update = physics.OPTIMIZER_BYTES_PER_PARAM * features["params"] / (
-        features["gpu_mem_bw_gbps"] * 1e9)
+    bandwidth = features["gpu_mem_bw_gbps"] * 1e9
+    update = physics.OPTIMIZER_BYTES_PER_PARAM * features["params"] / bandwidth
+    accumulate = 3 * features["gradient_bytes"] / bandwidth
     workers = features["nodes"] * features["gpus_per_node"]
-    for layout, share in (({"sharded": np.ones(n)}, 1 / workers),
-                          ({"accumulation": np.full(n, 4.0)}, 0.25),
-                          ({"checkpointing": np.ones(n)}, 1.0)):  # recomputing: no new update
+    for layout, share, adds in (({"sharded": np.ones(n)}, 1 / workers, 0.0),
+                                ({"accumulation": np.full(n, 4.0)}, 0.25, 0.75),
+                                ({"checkpointing": np.ones(n)}, 1.0, 0.0)):  # no new update
         changed = dict(flat, **layout)
         rest = physics.design_matrix(flat)[:, memory] - update  # the step's other traffic
         if "checkpointing" in layout:
             rest = rest * CHECKPOINT_COMPUTE_FACTOR
         np.testing.assert_allclose(physics.design_matrix(changed)[:, memory],
-                                   rest + update * share)
+                                   rest + update * share + accumulate * adds)
 
 
 def test_a_tensors_update_kernels_run_once_per_optimizer_step_its_accumulation_each_micro_step():
