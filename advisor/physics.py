@@ -200,6 +200,12 @@ OPTIMIZER_BYTES_PER_PARAM = 20.0
 # the sum, three passes over the gradients that the card's trace, of one step whose gradients
 # are written, does not count. An optimizer step's first micro-step writes them as traced.
 ACCUMULATE_GRADIENT_PASSES = 3.0
+# Data-parallel workers reduce their gradients through flat buffers: PyTorch's DDP copies each
+# gradient into its bucket and, once the bucket is all-reduced, back into .grad (its default,
+# gradient_as_bucket_view=False); Horovod's fusion buffer and TensorFlow's packed all-reduce
+# copy in and out the same way. Each copy reads and writes: four passes over the gradients
+# an all-reduce, in the GPU's memory, whatever the link.
+BUCKET_COPY_PASSES = 4.0
 # GB/s per direction of a x16 PCIe link (PCI-SIG: 8, 16, 32 GT/s a lane from gen 3 to 5,
 # 128b/130b encoding); GPUs of unknown generation are taken as gen 3.
 PCIE_X16_GB_S = {3: 15.75, 4: 31.5, 5: 63.0}
@@ -580,9 +586,11 @@ def design_matrix(features: dict) -> np.ndarray:
         * optimizer_scale(features, len(batch)) / (_arr(features, "gpu_mem_bw_gbps") * 1e9)
     accumulate = ACCUMULATE_GRADIENT_PASSES * grad * accumulating_share(features, len(batch)) \
         / (_arr(features, "gpu_mem_bw_gbps") * 1e9)
+    buckets = np.where(ps_sync | (workers <= 1), 0.0, BUCKET_COPY_PASSES * grad * traffic) \
+        / (_arr(features, "gpu_mem_bw_gbps") * 1e9)
     kernels = kernels_per_step(features, len(batch))
     columns = {**{name: values * work for name, values in roofline.items()}, "fixed": fixed,
-               "memory": roofline["memory"] * work + update + accumulate,
+               "memory": roofline["memory"] * work + update + accumulate + buckets,
                "tensor_launch": tensors * tensor_kernel_scale(features, len(batch)),
                "kernel_floor": kernels * work,
                "tensor_memory": tensor_memory * work,

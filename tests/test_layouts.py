@@ -95,15 +95,34 @@ def test_the_optimizers_bytes_are_charged_once_per_optimizer_step_on_its_shard()
     update = physics.OPTIMIZER_BYTES_PER_PARAM * features["params"] / bandwidth
     accumulate = 3 * features["gradient_bytes"] / bandwidth
     workers = features["nodes"] * features["gpus_per_node"]
+    # DDP's copies into its buckets and back, once per all-reduce (FSDP: per byte it moves)
+    buckets = np.where(workers > 1, 4 * features["gradient_bytes"] / bandwidth, 0.0)
     for layout, share, adds in (({"sharded": np.ones(n)}, 1 / workers, 0.0),
                                 ({"accumulation": np.full(n, 4.0)}, 0.25, 0.75),
                                 ({"checkpointing": np.ones(n)}, 1.0, 0.0)):  # no new update
         changed = dict(flat, **layout)
-        rest = physics.design_matrix(flat)[:, memory] - update  # the step's other traffic
+        rest = physics.design_matrix(flat)[:, memory] - update - buckets  # the step's other
         if "checkpointing" in layout:
             rest = rest * CHECKPOINT_COMPUTE_FACTOR
-        np.testing.assert_allclose(physics.design_matrix(changed)[:, memory],
-                                   rest + update * share + accumulate * adds)
+        np.testing.assert_allclose(
+            physics.design_matrix(changed)[:, memory],
+            rest + update * share + accumulate * adds + buckets * communication_scale(changed, n))
+
+
+def test_data_parallel_workers_copy_their_gradients_into_buckets_and_back():
+    """Four passes over the gradients an all-reduce (PyTorch DDP's default
+    gradient_as_bucket_view=False), none for one worker or under parameter servers."""
+    features, flat, n = plain_h100_plans()
+    memory = physics.TERMS.index("memory")
+    one = dict(flat, nodes=np.ones(n), gpus_per_node=np.ones(n))
+    two = dict(one, gpus_per_node=np.full(n, 2.0))
+    copies = physics.BUCKET_COPY_PASSES * features["gradient_bytes"] / (
+        features["gpu_mem_bw_gbps"] * 1e9)
+    gained = physics.design_matrix(two)[:, memory] - physics.design_matrix(one)[:, memory]
+    np.testing.assert_allclose(gained, copies)
+    servers = dict(two, sync=np.full(n, "ps"), ps_count=np.ones(n))
+    np.testing.assert_allclose(physics.design_matrix(servers)[:, memory],
+                               physics.design_matrix(one)[:, memory])
 
 
 def test_a_tensors_update_kernels_run_once_per_optimizer_step_its_accumulation_each_micro_step():
