@@ -576,21 +576,16 @@ def design_matrix(features: dict) -> np.ndarray:
     tensors = np.nan_to_num(np.asarray(features.get("tensors", np.zeros(len(batch))), float))
     # Per-layer activation traffic stands in for the bytes of a card without the split; a
     # split card's traffic is already in its classes' bytes (the `memory` term).
+    memory_bw = _arr(features, "gpu_mem_bw_gbps") * 1e9
     tensor_memory = np.where(has_operator_split(features, len(batch)), 0.0,
-                             tensors * batch / (_arr(features, "gpu_mem_bw_gbps") * 1e9))
+                             tensors * batch / memory_bw)
     ps_server_tensor = np.where(ps_sync, tensors * workers / ps_count, 0.0)
     # The layout (advisor/sharding.py): recomputed forwards, FSDP's gathers, accumulation.
     work, traffic = compute_scale(features, len(batch)), communication_scale(features, len(batch))
-    # The optimizer's update: once per optimizer step, on its shard (not recomputed).
-    update = OPTIMIZER_BYTES_PER_PARAM * np.nan_to_num(_arr(features, "params")) \
-        * optimizer_scale(features, len(batch)) / (_arr(features, "gpu_mem_bw_gbps") * 1e9)
-    accumulate = ACCUMULATE_GRADIENT_PASSES * grad * accumulating_share(features, len(batch)) \
-        / (_arr(features, "gpu_mem_bw_gbps") * 1e9)
-    buckets = np.where(ps_sync | (workers <= 1), 0.0, BUCKET_COPY_PASSES * grad * traffic) \
-        / (_arr(features, "gpu_mem_bw_gbps") * 1e9)
     kernels = kernels_per_step(features, len(batch))
     columns = {**{name: values * work for name, values in roofline.items()}, "fixed": fixed,
-               "memory": roofline["memory"] * work + update + accumulate + buckets,
+               "memory": roofline["memory"] * work
+               + untraced_gradient_bytes(features, len(batch), traffic) / memory_bw,
                "tensor_launch": tensors * tensor_kernel_scale(features, len(batch)),
                "kernel_floor": kernels * work,
                "tensor_memory": tensor_memory * work,
@@ -598,6 +593,22 @@ def design_matrix(features: dict) -> np.ndarray:
                "ps_link": ps_link, "ps_server": ps_server, "ps_server_tensor": ps_server_tensor,
                "host_dispatch": kernels * work * host_speed(features, len(batch))}
     return np.column_stack([columns[name] for name in TERMS]).astype(float)
+
+
+def untraced_gradient_bytes(features: dict, n: int, traffic: np.ndarray) -> np.ndarray:
+    """Bytes a worker's micro-step moves through its memory for the parameters and gradients
+    beyond the card's one-step trace: the optimizer's update (once per optimizer step, on its
+    shard, not recomputed), accumulation's adds into the accumulated gradients, and an
+    all-reduce's copies into its buckets and back (`traffic`: the communication per
+    micro-step, sharding.communication_scale)."""
+    grad = _arr(features, "gradient_bytes")
+    workers = _arr(features, "nodes") * _arr(features, "gpus_per_node")
+    update = OPTIMIZER_BYTES_PER_PARAM * np.nan_to_num(_arr(features, "params")) \
+        * optimizer_scale(features, n)
+    accumulate = ACCUMULATE_GRADIENT_PASSES * grad * accumulating_share(features, n)
+    data_parallel = ~is_in(features, "sync", ["ps"]) & (workers > 1)
+    buckets = np.where(data_parallel, BUCKET_COPY_PASSES * grad * traffic, 0.0)
+    return update + accumulate + buckets
 
 
 def kernels_per_step(features: dict, n: int) -> np.ndarray:
