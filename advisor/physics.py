@@ -26,8 +26,11 @@ maximum of the class's sums. A training step of one worker then costs
       + a_unsplit_fp32, a_unsplit_tensor, a_unsplit_tf32: the same sums over the FLOPs of a
         card without the operator split, at the datasheet peak (the whole model's efficiency)
       + a_grouped * sum t_c over depthwise convolutions, whichever side binds
-      + a_mem * (sum B_c*b + step bytes + optimizer bytes) / BW_mem   (memory-bound classes;
-                      the optimizer's once per optimizer step, on its shard under FSDP;
+      + a_mem * (sum B_c*b + step bytes + gradient bytes) / BW_mem   (memory-bound classes;
+                      the gradient bytes the trace never sees, untraced_gradient_bytes: the
+                      optimizer's once per optimizer step, on its shard under FSDP, 3G of
+                      accumulation's adds on (A-1)/A of micro-steps, 4G of an all-reduce's
+                      bucket copies;
                       under autocast B_c at the widths autocast gives each tensor: a
                       transformer's residual stream stays fp32, only its GEMMs halve;
                       in NCHW, 16-bit convolutions' B_conv once more: cuDNN's transposes)
