@@ -21,9 +21,11 @@ REFERENCE = ROOT.parent / "shared" / "reference"
 @pytest.fixture(scope="session", autouse=True)
 def empty_user_data_dir(tmp_path_factory):
     """Tests read the shipped data, never the refreshed catalogs or own model cards of whoever
-    runs them (gpuadvisor/data.py reads the user data dir first)."""
+    runs them (gpuadvisor/data.py reads the user data dir first), and local clusters keep
+    their state apart from the developer's and from other test workers' (pytest-xdist)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("GPUADVISOR_HOME", str(tmp_path_factory.mktemp("gpuadvisor-home")))
+        patch.setenv("GPUADVISOR_LOCAL_STATE", str(tmp_path_factory.mktemp("local-state")))
         yield
 
 
