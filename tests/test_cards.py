@@ -124,7 +124,7 @@ READ_BY_TESTS = {"resnet50", "resnet18", "resnet18_cifar", "bert_large", "effici
 def traced_sample(shipped: dict) -> set[str]:
     """The shipped cards traced live: of each family the card of fewest kernels (a trace
     costs per operator) at its default input size and, where the family has cards at other
-    sizes, at one of those, plus READ_BY_TESTS. All 109 take minutes (Tacotron 2's 75,000
+    sizes, at one of those, plus READ_BY_TESTS. All of them take minutes (Tacotron 2's 75,000
     kernels alone two); every card's parameter count is checked against its builder apart."""
     fewest = {}
     for name, card in sorted(shipped.items(), key=lambda item: item[1]["kernels_per_step"]):
