@@ -65,6 +65,19 @@ LOWER_LOG_BOUND = np.array([
     if term in ("conv_fp32", "conv_tensor", "conv_tf32")
     else math.log(physics.RELATIVE_EFFICIENCY["grouped_conv"]) if term == "grouped_conv"
     else -np.inf for term in physics.TERMS])
+# A coefficient this close to its bound (in log) sits on it.
+AT_BOUND_LOG_TOLERANCE = 1e-3
+
+
+def terms_at_bound(coefficients: dict[str, float]) -> list[str]:
+    """The terms whose fitted coefficient sits on its physical bound (LOWER_LOG_BOUND): the
+    fit wanted that unit faster than its datasheet allows, so it is paying there for an error
+    elsewhere (another term's over-counted work, a card's missing traffic)."""
+    return [term for term, low in zip(physics.TERMS, LOWER_LOG_BOUND)
+            if np.isfinite(low) and term in coefficients
+            and math.log(coefficients[term]) - low < AT_BOUND_LOG_TOLERANCE]
+
+
 # The correction's ridge penalty is chosen inside each fit by leave-one-model-out on that
 # fit's own training data (nested in any evaluation), from this grid; few models: the largest.
 RIDGE_ALPHAS = (0.1, 1.0, 10.0, 100.0, 1000.0)

@@ -137,11 +137,14 @@ def published(tmp: Path) -> None:
         for value in np.unique(features[column]):
             mask = features[column] == value
             print(f"  {'    ' + str(value):<28} n={mask.sum():<4} MAPE {error[mask].mean():5.1f}%")
-    from advisor.fitting import fit_throughput, throughput_data
+    from advisor.fitting import fit_throughput, terms_at_bound, throughput_data
 
     with Store(store, readonly=True) as db:
         features, throughput, _, _ = throughput_data(db)
     fitted = fit_throughput(features, throughput, measured={})
+    print("  coefficients on their physical bound (a unit priced faster than its datasheet "
+          "allows: the fit paying for an error elsewhere): "
+          + (", ".join(terms_at_bound(fitted["coefficients"])) or "none"))
     print("  software stack effects (a code base in a container; log throughput vs the PyTorch "
           "reference, as the shipped fit has them), per framework:")
     print_effect_ranges(fitted["software_effects"], framework, fitted["framework_effects"])

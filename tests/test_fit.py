@@ -507,3 +507,15 @@ def test_ridge_penalty_is_the_one_leave_one_model_out_refits_choose():
         assert ridge_alpha(z, residual, models) == expected
         chosen.add(expected)
     assert len(chosen) >= 2  # the data leave the choice open: not one penalty always
+
+
+def test_terms_at_their_bound_are_named():
+    """A coefficient on its physical bound (a unit at its datasheet peak, a convolution at its
+    stated relative efficiency of it) is named; one above it, or a term without a bound, is
+    not. The shipped fit has none."""
+    from advisor.fitting import terms_at_bound
+
+    priced = dict(physics.PRIOR, compute_tensor=1.0, conv_tf32=0.7, memory=1.01, fixed=0.0)
+    assert terms_at_bound(priced) == ["compute_tensor", "conv_tf32"]
+    assert terms_at_bound(physics.PRIOR) == []
+    assert terms_at_bound(load_artifact().doc["throughput"]["coefficients"]) == []
