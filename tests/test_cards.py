@@ -126,9 +126,11 @@ def traced_sample(shipped: dict) -> set[str]:
     costs per operator) at its default input size and, where the family has cards at other
     sizes, at one of those, plus READ_BY_TESTS. All of them take minutes (Tacotron 2's 75,000
     kernels alone two); every card's parameter count is checked against its builder apart."""
+    from gpuadvisor.cards import SIZE_SEPARATOR
+
     fewest = {}
     for name, card in sorted(shipped.items(), key=lambda item: item[1]["kernels_per_step"]):
-        fewest.setdefault((card["family"], "@" in name), name)
+        fewest.setdefault((card["family"], SIZE_SEPARATOR in name), name)
     return set(fewest.values()) | READ_BY_TESTS
 
 
