@@ -69,6 +69,15 @@ LOWER_LOG_BOUND = np.array([
 AT_BOUND_LOG_TOLERANCE = 1e-3
 
 
+def bound_meaning(term: str) -> str:
+    """What a bounded term's bound is, in a user's words."""
+    if term == "memory":
+        return "the datasheet DRAM bandwidth"
+    if term.startswith(("conv_", "grouped_conv")):
+        return "its stated share of the datasheet peak"
+    return "the datasheet peak"
+
+
 def terms_at_bound(coefficients: dict[str, float]) -> list[str]:
     """The terms whose fitted coefficient sits on its physical bound (LOWER_LOG_BOUND): the
     fit wanted that unit faster than its datasheet allows, so it is paying there for an error

@@ -39,6 +39,13 @@ class FitResult:
     def coefficients(self) -> dict[str, float]:
         return self.artifact["throughput"]["coefficients"]
 
+    @property
+    def coefficients_at_bound(self) -> list[str]:
+        """The terms the fit pinned on their physical bound (`advisor.fitting.terms_at_bound`)."""
+        from advisor.fitting import terms_at_bound
+
+        return terms_at_bound(self.coefficients)
+
     def write(self, path: str | Path) -> Path:
         """Write the artifact as JSON; AdvisorError naming `output` if it cannot be."""
         from advisor.fitting import write_artifact
@@ -73,6 +80,7 @@ class FitResult:
             "interval_interpolated": spread("interpolated"),
             "interval_extrapolated": spread("extrapolated"),
             "coefficients": self.coefficients,
+            "coefficients_at_bound": self.coefficients_at_bound,
         }
 
 

@@ -34,19 +34,19 @@ def row(model, gpu, nodes, per_node, precision, batch=64):
                 intra_node_gb_s=gpu_link_gb_s(gpu, None))  # as trial features build it
 
 
-def true_throughput(rows):
+def true_throughput(rows, truth=TRUE):
     features = to_arrays(rows)
-    return physics.cluster_throughput(features, physics.step_time(features, TRUE))
+    return physics.cluster_throughput(features, physics.step_time(features, truth))
 
 
-def synthetic_store(path, gpus=("K80", "T4", "V100", "A100-40GB")):
+def synthetic_store(path, gpus=("K80", "T4", "V100", "A100-40GB"), truth=TRUE):
     rows = [row(m, g, n, k, p) for m in MODELS for g in gpus for n in (1, 2, 4)
             for k in (1, 4) for p in ("fp32", "amp")]
     with Store(path) as store:
         store.add_rows("models", [{"model": m, "params": int(v[0]), "flops_per_sample": v[1],
                                    "gradient_bytes": int(4 * v[0]), "activation_bytes": v[2],
                                    "source": "test"} for m, v in MODELS.items()])
-        for r, thr in zip(rows, true_throughput(rows)):
+        for r, thr in zip(rows, true_throughput(rows, truth)):
             store.add_trial({
                 "trial_key": f"{r['model']}-{r['gpu']}-{r['nodes']}-{r['gpus_per_node']}-"
                              f"{r['precision']}", "status": "finished", "source": "local",
@@ -150,12 +150,33 @@ def test_fit_command_writes_an_artifact_and_fails_cleanly(tmp_path):
                          capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["throughput_configs"] == 60
+    assert json.loads(out.stdout)["coefficients_at_bound"] == []
+    assert "physical bound" not in out.stderr
     assert load_artifact(tmp_path / "a.json").doc["schema_version"] == SCHEMA_VERSION
     missing = subprocess.run(cli + ["--store", str(tmp_path / "none.db")],
                              capture_output=True, text=True, check=False)
     assert missing.returncode == 2
     assert missing.stderr.startswith("error: no measurement store") and "Traceback" not in \
         missing.stderr
+
+
+def test_fit_command_warns_of_a_coefficient_on_its_physical_bound(tmp_path):
+    """Trials whose FP32 work ran twice as fast as the datasheet peak allows: the fit pins that
+    coefficient on its bound (and the memory term, which can no longer take up the rest), and
+    `advisor fit` says so on stderr, a line a term, and in its JSON."""
+    synthetic_store(tmp_path / "m.db", gpus=("T4", "V100"),
+                    truth={**TRUE, "unsplit_fp32": 0.5})
+    out = subprocess.run([sys.executable, "-c", "from advisor.cli import main; main()", "fit",
+                          "--store", str(tmp_path / "m.db"), "--output",
+                          str(tmp_path / "a.json"), "--format", "json"],
+                         capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["coefficients_at_bound"] == ["unsplit_fp32", "memory"]
+    warnings = [line for line in out.stderr.splitlines() if "physical bound" in line]
+    assert len(warnings) == 2
+    assert warnings[0].startswith("warning: coefficient unsplit_fp32 = 1.00 is on its physical "
+                                  "bound (the datasheet peak)")
+    assert "(the datasheet DRAM bandwidth)" in warnings[1]
 
 
 def test_ps_tensor_prior_is_chosen_on_the_training_data_only():

@@ -65,11 +65,13 @@ def fit(
     except GpuAdvisorError as exc:
         fail_with(exc)
     warn_skipped(result.skipped)
+    warn_at_bound(result.coefficients, result.coefficients_at_bound)
     summary = result.to_dict()
     if fmt is Format.json:
         emit_json(summary)
         return
-    rows = [{"what": k, "value": v} for k, v in summary.items() if not isinstance(v, dict)]
+    rows = [{"what": k, "value": ", ".join(v) or "none" if isinstance(v, list) else v}
+            for k, v in summary.items() if not isinstance(v, dict)]
     rows += [{"what": f"coefficient {k}", "value": v} for k, v in summary["coefficients"].items()]
     emit(rows, ["what", "value"], fmt, title=f"fitted -> {output}")
 
@@ -80,3 +82,17 @@ def warn_skipped(skipped: dict[str, int]) -> None:
     silently."""
     for reason, count in sorted(skipped.items()):
         warn(f"skipped {count} trial(s): {flag_words(reason, parameters=['exclude_software'])}")
+
+
+def warn_at_bound(coefficients: dict[str, float], at_bound: list[str]) -> None:
+    """One stderr line per coefficient the fit pinned on its physical bound: the trials ask for
+    that work faster than the GPU allows, so the fit is absorbing an error elsewhere and the
+    artifact's predictions that lean on the term are optimistic."""
+    from advisor.fitting import bound_meaning
+
+    for term in at_bound:
+        warn(f"coefficient {term} = {coefficients[term]:.2f} is on its physical bound "
+             f"({bound_meaning(term)}): these trials ran that work faster than the GPU can, so "
+             "the fit is absorbing an error elsewhere and predictions leaning on it are "
+             "optimistic; check the trials' model cards and stacks (--exclude-software leaves "
+             "a stack out)")
