@@ -3,8 +3,9 @@ shipped as `datasets/model_cards.csv` (read and written by `gpuadvisor/cards.py`
 advisor never imports torch.
 
 A card is measured on the meta device (shapes only, no memory, no arithmetic): one training
-step of one sample under `FlopCounterMode` (a multiply-add counts as 2 FLOPs) and
-`saved_tensors_hooks` (the tensors autograd keeps for the backward pass). Attention runs as
+step at a batch of one and one at two, each traced once by profiler/operators.py's dispatch
+mode, whose FLOPs are `FlopCounterMode`'s formulas (a multiply-add counts as 2 FLOPs), and
+under `saved_tensors_hooks` (the tensors autograd keeps for the backward pass). Attention runs as
 PyTorch's memory-efficient SDPA kernel, as it does on a GPU; on the meta device SDPA would
 otherwise fall back to the math path, which stores every attention matrix.
 """
@@ -18,8 +19,10 @@ from datetime import date
 from gpuadvisor.cards import STEP_ACTIVATION_COLUMNS, card_name, check_input_size
 from profiler import zoo
 from profiler.autocast_memory import autocast_saved_bytes, dtype_tracker
-from profiler.operators import split_of
+from profiler.operators import operator_counter, split_from
 
+# FlopCounterMode names the FLOP formulas (torch's flop_registry), which the operator counter
+# applies; the text is every shipped card's `source`, so it stays as the cards were made.
 METHOD = ("meta device, FlopCounterMode with grouped-conv backward corrected, "
           "memory-efficient attention; operator split by profiler/operators.py")
 SOURCE = f"scripts/build_cards.py: {METHOD}"
@@ -89,15 +92,6 @@ def _gpu_kernels():
         F.scaled_dot_product_attention, F.dropout = originals
 
 
-def flop_counter():
-    """torch's FLOP counter with the convolution backward formula corrected for groups."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    return FlopCounterMode(display=False, custom_mapping={
-        torch.ops.aten.convolution_backward: conv_backward_flop})
-
-
 @contextmanager
 def saved_tensor_bytes(model, saved: dict):
     """Collect into `saved` every non-parameter tensor autograd saves for the backward pass,
@@ -128,36 +122,50 @@ def live_bytes(saved: dict) -> int:
 
 def figures(model, step) -> dict:
     """The measured card columns of `model`, whose `step(batch)` returns the loss of a
-    forward pass at `batch` samples on the meta device: `measure_per_sample`'s and the
-    operator split (profiler.operators.split_of)."""
-    return {**measure_per_sample(model, step), **split_of(model, step)}
+    forward pass at `batch` samples on the meta device: `measure_module`'s of one sample
+    (`per_sample`) and the operator split (profiler.operators.split_from), both from one
+    traced step at batch 1 and one at batch 2."""
+    counters = {1: operator_counter(), 2: operator_counter()}
+
+    def measured(batch: int) -> dict:
+        model.zero_grad(set_to_none=True)  # a step writes its gradients, it does not add
+        return measure_module(model, lambda: step(batch), counters[batch])
+
+    one, two = measured(1), measured(2)
+    return {**per_sample(one, two), **split_from(counters[1], counters[2])}
 
 
-def measure_per_sample(model, loss_at) -> dict:
-    """`measure_module`'s figures of one sample (`loss_at(batch)` runs the forward pass of a
-    batch), its saved activations split in two: what each sample adds (a batch of two less a
-    batch of one) and what a step keeps once whatever its batch (STEP_ACTIVATION_COLUMNS)."""
-    one, two = measure_module(model, lambda: loss_at(1)), measure_module(model, lambda: loss_at(2))
-    for per_sample, per_step in STEP_ACTIVATION_COLUMNS.items():
-        sample = max(two[per_sample] - one[per_sample], 0)
-        one[per_step] = max(one[per_sample] - sample, 0)
-        one[per_sample] = sample
+def per_sample(one: dict, two: dict) -> dict:
+    """`measure_module`'s figures of one sample from those of a batch of one and of two, its
+    saved activations split in two: what each sample adds (a batch of two less a batch of
+    one) and what a step keeps once whatever its batch (STEP_ACTIVATION_COLUMNS)."""
+    one = dict(one)
+    for per_sample_column, per_step in STEP_ACTIVATION_COLUMNS.items():
+        sample = max(two[per_sample_column] - one[per_sample_column], 0)
+        one[per_step] = max(one[per_sample_column] - sample, 0)
+        one[per_sample_column] = sample
     return one
 
 
-def measure_module(model, loss) -> dict:
+def measure_module(model, loss, operators=None) -> dict:
     """Parameters, parameter tensors, gradient bytes, FLOPs and activation bytes (fp32, and
     as CUDA autocast would save them: profiler/autocast_memory.py) of one training step of
     `model` (on the meta device), whose `loss()` runs the forward pass of one sample. `tensors`
     counts parameter tensors (weights, biases, norm scales; not buffers such as running
-    statistics): the notion of CM-DARE's checkpoint "Number of Tensors"."""
+    statistics): the notion of CM-DARE's checkpoint "Number of Tensors". The FLOPs are the
+    `operators` counter's (profiler.operators.operator_counter; a new one if none is given),
+    which the step fills as profiler.operators.trace does: a trace costs per operator, so a
+    card traces each step once. (torch's FlopCounterMode would count the same FLOPs, but under
+    it a `detach` dispatches as a copy, which the operator split would count as traffic.)"""
     saved: dict = {}
-    counter, widths = flop_counter(), dtype_tracker()
-    with _gpu_kernels(), counter, saved_tensor_bytes(model, saved), widths:
+    widths = dtype_tracker()
+    operators = operator_counter() if operators is None else operators
+    with _gpu_kernels(), saved_tensor_bytes(model, saved), widths, operators:
         value = loss()
-        forward = counter.get_total_flops()
+        forward = operators.formula_flops
         activation = live_bytes(saved)  # before backward frees them
         autocast = autocast_saved_bytes(value, widths, model.parameters())
+        operators.backward = True
         value.backward()
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     return {
@@ -165,7 +173,7 @@ def measure_module(model, loss) -> dict:
         "tensors": len(list(model.parameters())),
         "gradient_bytes": trainable * 4,  # fp32 gradients, what all-reduce moves per step
         "forward_flops_per_sample": forward,
-        "flops_per_sample": counter.get_total_flops(),
+        "flops_per_sample": operators.formula_flops,
         "activation_bytes_per_sample": activation,
         "autocast_activation_bytes_per_sample": autocast,
     }

@@ -230,6 +230,9 @@ def operator_counter():
             # The casts autocast adds to them (`autocast_casts`), and the weights already cast.
             self.autocast_kernels = 0
             self.cast_weights: set[int] = set()
+            # FLOPs of the operators torch's FLOP counter has a formula for (matrix products,
+            # convolutions, attention), as it counts them: the card's flops_per_sample.
+            self.formula_flops = 0
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -244,6 +247,7 @@ def operator_counter():
             kind = operator_class(name, args)
             if packet in formulas:
                 flops = formulas[packet](*args, **kwargs, out_val=out)
+                self.formula_flops += flops
             else:  # element-wise and reductions: about one operation per element produced
                 flops = _element_count(out)
             if kind == "attention":
@@ -365,7 +369,12 @@ def split_of(model, step) -> dict[str, int]:
     matrix products', convolutions' and attention kernels' tiles execute
     (`<class>_tiled_flops_per_sample`).
     `step(batch)` returns the loss of a forward pass at `batch` samples on the meta device."""
-    traced_one, traced_two = trace(model, step, 1), trace(model, step, 2)
+    return split_from(trace(model, step, 1), trace(model, step, 2))
+
+
+def split_from(traced_one, traced_two) -> dict[str, int]:
+    """`split_of`'s columns from the counters (`operator_counter`) of one training step at
+    batch 1 and at batch 2."""
     one, two = traced_one.totals, traced_two.totals
     out, padding = intensity_profile(traced_one.operators, traced_two.operators)
     step_bytes = 0.0

@@ -14,6 +14,7 @@ from gpuadvisor.cards import (
     write_cards,
 )
 from profiler import cards
+from profiler.operators import operator_counter
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,12 +64,12 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def conv_flops(conv, x):
-    counter = cards.flop_counter()
+    counter = operator_counter()
     with counter:
         y = conv(x)
-        forward = counter.get_total_flops()
+        forward = counter.formula_flops
         y.sum().backward()
-    return forward, counter.get_total_flops() - forward
+    return forward, counter.formula_flops - forward
 
 
 @pytest.mark.parametrize("groups", [1, 2, 8])
@@ -125,7 +126,8 @@ def traced_sample(shipped: dict) -> set[str]:
     """The shipped cards traced live: of each family the card of fewest kernels (a trace
     costs per operator) at its default input size and, where the family has cards at other
     sizes, at one of those, plus READ_BY_TESTS. All of them take minutes (Tacotron 2's 75,000
-    kernels alone two); every card's parameter count is checked against its builder apart."""
+    kernels alone one and a half); every card's parameter count is checked against its
+    builder apart."""
     from gpuadvisor.cards import SIZE_SEPARATOR
 
     fewest = {}

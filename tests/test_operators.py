@@ -241,7 +241,7 @@ def test_a_card_keeps_what_a_step_saves_once_apart_from_what_each_sample_adds():
     computes its weight from its parameters each step and saves it for backward whatever the
     batch: per sample the card counts the 64-wide input, and the 256 x 64 fp32 weight (at
     least) goes to the step's share."""
-    from profiler.cards import measure_per_sample
+    from profiler.cards import figures
 
     with torch.device("meta"):
         model = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(64, 256))
@@ -249,10 +249,10 @@ def test_a_card_keeps_what_a_step_saves_once_apart_from_what_each_sample_adds():
     def loss_at(batch: int):
         return model(torch.empty(batch, 64, device="meta", requires_grad=True)).sum()
 
-    figures = measure_per_sample(model, loss_at)
-    assert figures["activation_bytes_per_sample"] == 64 * 4
-    assert figures["step_activation_bytes"] >= 256 * 64 * 4
-    assert figures["autocast_step_activation_bytes"] >= 256 * 64 * 2
+    card = figures(model, loss_at)
+    assert card["activation_bytes_per_sample"] == 64 * 4
+    assert card["step_activation_bytes"] >= 256 * 64 * 4
+    assert card["autocast_step_activation_bytes"] >= 256 * 64 * 2
 
 
 def test_an_attention_kernel_computes_whole_blocks_of_queries_and_keys():

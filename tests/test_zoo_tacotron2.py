@@ -6,8 +6,7 @@ from torch import nn  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from profiler import zoo  # noqa: E402
-from profiler.cards import flop_counter  # noqa: E402
-from profiler.operators import split_of  # noqa: E402
+from profiler.operators import operator_counter, split_of  # noqa: E402
 from profiler.zoo_tacotron2 import (  # noqa: E402
     LJSPEECH_TRAIN_CLIPS,
     MEAN_MEL_FRAMES,
@@ -85,29 +84,29 @@ def test_parameters_are_dle_s(meta_model):
 
 
 def test_forward_flops_of_an_utterance_are_the_hand_count(meta_model):
-    counter = flop_counter()
+    counter = operator_counter()
     with counter:  # the card's utterance: 860 decoder steps over 164 symbols
         meta_model(**meta_batch(1, PADDED_TEXT_LEN, PADDED_MEL_FRAMES))
-    assert counter.get_total_flops() == forward_flops(PADDED_TEXT_LEN, PADDED_MEL_FRAMES)
+    assert counter.formula_flops == forward_flops(PADDED_TEXT_LEN, PADDED_MEL_FRAMES)
     assert forward_flops(PADDED_TEXT_LEN, PADDED_MEL_FRAMES) == 42_438_469_632
-    counter = flop_counter()
+    counter = operator_counter()
     with counter:
         meta_model(**meta_batch(2, 7, 9))
-    assert counter.get_total_flops() == forward_flops(7, 9, batch=2)
+    assert counter.formula_flops == forward_flops(7, 9, batch=2)
 
 
 def test_a_training_step_runs_on_the_meta_device(meta_model):
     meta_model.zero_grad(set_to_none=True)
-    counter = flop_counter()
+    counter = operator_counter()
     with counter:
         loss = meta_model(**meta_batch(2, 6, 11)).loss
-        forward = counter.get_total_flops()
+        forward = counter.formula_flops
         loss.backward()
     assert loss.shape == () and loss.device.type == "meta"
     assert all(p.grad is not None and p.grad.shape == p.shape for p in meta_model.parameters())
     # backward is two products a forward one, less the gradients nothing needs: of the target
     # spectrograms (the prenet's first layer) and of the zero initial states
-    assert 2.9 * forward < counter.get_total_flops() < 3 * forward
+    assert 2.9 * forward < counter.formula_flops < 3 * forward
 
 
 class Operators(TorchDispatchMode):

@@ -6,7 +6,7 @@ from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 from profiler import zoo  # noqa: E402
-from profiler.cards import flop_counter  # noqa: E402
+from profiler.operators import operator_counter  # noqa: E402
 from profiler.zoo_translation import (  # noqa: E402
     BOS,
     EOS,
@@ -71,16 +71,16 @@ def test_the_tracer_counts_every_recurrent_matmul_at_the_published_size():
     with torch.device("meta"):  # no dropout: on meta it first imports torch._dynamo (1.5 s)
         model = GNMT(dropout=0.0)
     batch = {k: v.to("meta") for k, v in GNMT.sentence_pairs(2, 4, 5).items()}
-    counter = flop_counter()
+    counter = operator_counter()
     with counter:
         loss = model(**batch).loss
-        forward = counter.get_total_flops()
+        forward = counter.formula_flops
         loss.backward()
     assert forward == matmul_flops(2, 4, 5)
     # backward: two products a forward one (input and weight gradients) but those with
     # the zero initial states, whose gradients nothing needs
     recurrent_h0 = 2 * 2 * 4 * 1024 * 1024 * (2 + 1 + 2 + 1 + 3)  # 9 layer-directions
-    assert counter.get_total_flops() - forward == 2 * forward - 2 * recurrent_h0
+    assert counter.formula_flops - forward == 2 * forward - 2 * recurrent_h0
 
 
 def test_flops_grow_with_both_sentence_lengths():
@@ -89,10 +89,10 @@ def test_flops_grow_with_both_sentence_lengths():
     for src_len, tgt_len in [(3, 4), (6, 4), (3, 8)]:
         batch = {k: v.to("meta") for k, v in
                  GNMT.sentence_pairs(1, src_len, tgt_len, 1000).items()}
-        counter = flop_counter()
+        counter = operator_counter()
         with counter:
             model(**batch)
-        assert counter.get_total_flops() == matmul_flops(1, src_len, tgt_len, 64, 1000)
+        assert counter.formula_flops == matmul_flops(1, src_len, tgt_len, 64, 1000)
 
 
 @pytest.mark.parametrize("bidirectional", [False, True])
