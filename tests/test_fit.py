@@ -2,6 +2,7 @@
 checkpoints, determinism, and the `advisor fit` command."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -151,13 +152,50 @@ def test_fit_command_writes_an_artifact_and_fails_cleanly(tmp_path):
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["throughput_configs"] == 60
     assert json.loads(out.stdout)["coefficients_at_bound"] == []
-    assert "physical bound" not in out.stderr
+    assert "physical bound" not in out.stderr and "fitting the models" not in out.stderr
     assert load_artifact(tmp_path / "a.json").doc["schema_version"] == SCHEMA_VERSION
     missing = subprocess.run(cli + ["--store", str(tmp_path / "none.db")],
                              capture_output=True, text=True, check=False)
     assert missing.returncode == 2
     assert missing.stderr.startswith("error: no measurement store") and "Traceback" not in \
         missing.stderr
+
+
+def test_fit_command_shows_a_bar_on_a_terminal_and_none_elsewhere(tmp_path):
+    """Fitting takes seconds to a minute: on a terminal stderr carries a transient bar; piped,
+    stderr stays clean (test_fit_command_writes_an_artifact_and_fails_cleanly)."""
+    import os
+    import pty
+    import threading
+
+    synthetic_store(tmp_path / "m.db", gpus=("T4",))
+    master, terminal = pty.openpty()
+    seen = bytearray()
+
+    def read() -> None:  # the terminal must be drained, or a long bar blocks the command
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the command closed its end
+                return
+            if not chunk:
+                return
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    out = subprocess.run([sys.executable, "-c", "from advisor.cli import main; main()", "fit",
+                          "--store", str(tmp_path / "m.db"), "--output",
+                          str(tmp_path / "a.json"), "--format", "json"],
+                         stdout=subprocess.PIPE, stderr=terminal, text=True, check=False)
+    os.close(terminal)
+    reader.join(timeout=10)
+    os.close(master)
+    assert out.returncode == 0
+    assert json.loads(out.stdout)["throughput_configs"] == 60
+    shown = seen.decode(errors="replace")
+    assert "fitting the models on m.db" in shown and "━" in shown  # the pulsing bar
+    assert re.search(r"\d:\d\d:\d\d", shown)  # and the time it has taken
 
 
 def test_fit_command_warns_of_a_coefficient_on_its_physical_bound(tmp_path):

@@ -52,18 +52,25 @@ def fit(
 
         advisor fit --store m.db --exclude-software pytorch-20.06
     """
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+
     from advisor.modelling import fit as run
+    from gpuadvisor.cli.output import stderr_progress
     from gpuadvisor.errors import GpuAdvisorError
     from gpuadvisor.overwrite import overwrite_problem
 
     if problem := overwrite_problem(output, "artifact"):
         fail(problem)
 
-    try:
-        result = run(store, output=output, include_published=include_published,
-                     exclude_software=exclude_software)
-    except GpuAdvisorError as exc:
-        fail_with(exc)
+    # seconds to a minute (the inner cross-validation's fits): a pulsing bar says it is alive
+    with stderr_progress(TextColumn("{task.description}"), BarColumn(),
+                         TimeElapsedColumn()) as bar:
+        bar.add_task(f"fitting the models on {store.name}", total=None)
+        try:
+            result = run(store, output=output, include_published=include_published,
+                         exclude_software=exclude_software)
+        except GpuAdvisorError as exc:
+            fail_with(exc)
     warn_skipped(result.skipped)
     warn_at_bound(result.coefficients, result.coefficients_at_bound)
     summary = result.to_dict()
