@@ -13,6 +13,7 @@ otherwise fall back to the math path, which stores every attention matrix.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from datetime import date
 
@@ -211,3 +212,39 @@ def compute_card(name: str, image_size: int | None = None, seq_len: int | None =
                 "batch_per_gpu": batch_per_gpu or entry.batch_per_gpu}
     return {**workload, **figures(*zoo.meta_step(entry.name, image_size, seq_len)),
             **versions()}
+
+
+def compute_cards(sizes: list[tuple], jobs: int | None = None,
+                  progress: Callable[[str], None] | None = None) -> list[dict]:
+    """`compute_card(*size)` of each of `sizes` ((name, image_size, seq_len) tuples), in
+    their order, traced in `jobs` processes (default: one per core), each on one torch
+    thread: tiny meta-device kernels run fastest on one. The traces that dispatch the most
+    operators (by the shipped card's `kernels_per_step`, where there is one) start first, so
+    that no process is left with one at the end (Tacotron 2's takes over a minute alone).
+    `progress(card)` is called as each card is done."""
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    import torch
+
+    from gpuadvisor.cards import load_cards
+
+    jobs = min(jobs or os.cpu_count() or 1, len(sizes))
+    if jobs <= 1:
+        return [_reported(compute_card(*size), progress) for size in sizes]
+    shipped = load_cards()
+    longest_first = sorted(range(len(sizes)), key=lambda i: -shipped.get(
+        sizes[i][0], {}).get("kernels_per_step", 0))
+    with ProcessPoolExecutor(jobs, multiprocessing.get_context("spawn"),
+                             initializer=torch.set_num_threads, initargs=(1,)) as pool:
+        futures = {pool.submit(compute_card, *sizes[i]): i for i in longest_first}
+        done = {futures[future]: _reported(future.result(), progress)
+                for future in as_completed(futures)}
+    return [done[i] for i in range(len(sizes))]
+
+
+def _reported(card: dict, progress: Callable[[str], None] | None) -> dict:
+    if progress is not None:
+        progress(card["model"])
+    return card

@@ -13,12 +13,12 @@ import csv
 import sys
 from pathlib import Path
 
-from rich.progress import track
+from rich.progress import Progress
 
 from advisor.importers.published import workload_seq_len
 from gpuadvisor.cards import FILE, size_variant, write_cards
 from profiler import zoo
-from profiler.cards import compute_card
+from profiler.cards import compute_cards
 
 DATASETS = Path(__file__).resolve().parent.parent / "datasets"  # the repository's copies
 SHIPPED = DATASETS / FILE
@@ -57,7 +57,9 @@ def published_sizes(path: Path = DATASETS / "published_throughput.csv") -> set[t
 def main() -> None:
     wanted = [(name, None, None) for name in zoo.names()] + sorted(
         published_sizes() | set(COMMON_SIZES), key=lambda s: (s[0], s[1] or 0, s[2] or 0))
-    computed = [compute_card(*size) for size in track(wanted, "model cards")]
+    with Progress() as bar:
+        task = bar.add_task("model cards", total=len(wanted))
+        computed = compute_cards(wanted, progress=lambda _: bar.advance(task))
     write_cards(computed, SHIPPED)
     print(f"wrote {len(computed)} cards to {SHIPPED}", file=sys.stderr)
 

@@ -140,21 +140,24 @@ def traced_sample(shipped: dict) -> set[str]:
 def computed():
     """The sampled shipped cards computed live (seconds each on the meta device, so on every
     core): the zoo at its default sizes and at the published ones (model@size)."""
-    import multiprocessing
     import os
-    from concurrent.futures import ProcessPoolExecutor
 
     from gpuadvisor.cards import base_model
 
     shipped = load_cards()
-    # the longest traces first, so that no core is left with one at the end
-    sample = sorted((shipped[name] for name in traced_sample(shipped)),
-                    key=lambda card: -card["kernels_per_step"])
-    with ProcessPoolExecutor(min(4, os.cpu_count() or 1), multiprocessing.get_context("spawn"),
-                             initializer=torch.set_num_threads, initargs=(1,)) as pool:
-        jobs = [pool.submit(cards.compute_card, base_model(card["model"]), card["image_size"],
-                            card["seq_len"]) for card in sample]
-        return {job.result()["model"]: job.result() for job in jobs}
+    sample = [shipped[name] for name in sorted(traced_sample(shipped))]
+    computed = cards.compute_cards([(base_model(card["model"]), card["image_size"],
+                                     card["seq_len"]) for card in sample],
+                                   jobs=min(4, os.cpu_count() or 1))
+    return {card["model"]: card for card in computed}
+
+
+def test_cards_computed_in_processes_are_the_cards_computed_here_in_order():
+    names = []
+    sizes = [("ncf", None, None), ("alexnet", None, None), ("mobilenet_v2_050", None, None)]
+    pooled = cards.compute_cards(sizes, jobs=2, progress=names.append)
+    assert pooled == [cards.compute_card(*size) for size in sizes]
+    assert sorted(names) == ["alexnet", "mobilenet_v2_050", "ncf"]
 
 
 def test_resnet50_card_matches_published_figures(computed):

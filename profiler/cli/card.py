@@ -186,16 +186,15 @@ def _compute(names: list[str], image_size=None, seq_len=None, batch_per_gpu=None
     from gpuadvisor.errors import GpuAdvisorError
 
     try:
-        from profiler.cards import compute_card
+        from profiler.cards import compute_card, compute_cards
 
+        if len(names) == 1:  # no process pool for one card: its start-up costs seconds
+            return [compute_card(names[0], image_size, seq_len, batch_per_gpu)]
         with stderr_progress() as progress:
             task = progress.add_task("computing on the meta device", total=len(names))
-            out = []
-            for name in names:
-                progress.update(task, description=f"card of {name}")
-                out.append(compute_card(name, image_size, seq_len, batch_per_gpu))
-                progress.advance(task)
-            return out
+            return compute_cards([(name, image_size, seq_len, batch_per_gpu) for name in names],
+                                 progress=lambda name: progress.update(
+                                     task, advance=1, description=f"card of {name} done"))
     except ImportError as exc:
         fail(str(exc), 1)
     except GpuAdvisorError as exc:  # a size the model does not take (CardError)
