@@ -22,3 +22,18 @@ class GpuAdvisorError(Exception):
     def parameter(self) -> str | None:
         """The first parameter at fault, if any."""
         return self.parameters[0] if self.parameters else None
+
+    def __reduce__(self):
+        # Raised in a worker process (parallel folds, cards traced on every core), an error
+        # comes back pickled. Exception's default calls the class with its message again,
+        # which a subclass with an __init__ of its own refuses (StoreWriteError: a TypeError
+        # in the caller in place of the error).
+        return _restore, (type(self), self.args, self.__dict__)
+
+
+def _restore(cls: type, args: tuple, state: dict) -> GpuAdvisorError:
+    """An unpickled GpuAdvisorError: its class, message and attributes, no __init__ rerun."""
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error

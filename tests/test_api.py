@@ -419,6 +419,23 @@ def test_every_library_error_derives_from_the_neutral_base():
     assert GpuAdvisorError("x").parameter is None
 
 
+def test_an_error_raised_in_a_worker_process_comes_back_whole():
+    """Parallel folds and cards traced on every core send errors back pickled: each comes back
+    as raised, whatever its __init__ (StoreWriteError's takes a path and a reason)."""
+    import pickle
+
+    from gpuadvisor.cards import CardError
+    from gpuadvisor.store import StoreWriteError
+
+    card = pickle.loads(pickle.dumps(CardError("no size 7", "image_size", exit_code=3)))
+    assert (type(card), str(card), card.parameters, card.exit_code) == (
+        CardError, "no size 7", ("image_size",), 3)
+    store = StoreWriteError(Path("m.db"), "disk full")  # an __init__ of its own
+    again = pickle.loads(pickle.dumps(store))
+    assert (type(again), str(again), again.parameters, again.__dict__) == (
+        StoreWriteError, str(store), store.parameters, store.__dict__)
+
+
 def test_a_card_size_the_model_does_not_take_names_the_parameter():
     from gpuadvisor.cards import CardError
     from profiler.cards import compute_card
