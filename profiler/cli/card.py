@@ -186,10 +186,9 @@ def _compute(names: list[str], image_size=None, seq_len=None, batch_per_gpu=None
     from gpuadvisor.errors import GpuAdvisorError
 
     try:
-        from profiler.cards import compute_card, compute_cards
+        from profiler.cards import compute_cards
 
-        if len(names) == 1:  # no process pool for one card: its start-up costs seconds
-            return [compute_card(names[0], image_size, seq_len, batch_per_gpu)]
+        # one card is traced in this process (compute_cards starts no pool for it)
         with stderr_progress() as progress:
             task = progress.add_task("computing on the meta device", total=len(names))
             return compute_cards([(name, image_size, seq_len, batch_per_gpu) for name in names],
