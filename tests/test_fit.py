@@ -26,6 +26,9 @@ TRUE = {**physics.PRIOR, "unsplit_fp32": 4.0, "unsplit_tensor": 4.0, "memory": 1
         "fixed": 0.01, "allreduce_inter": 0.8}
 
 
+FIT_COMMAND = [sys.executable, "-c", "from advisor.cli import main; main()", "fit"]
+
+
 def row(model, gpu, nodes, per_node, precision, batch=64):
     params, flops, activation = MODELS[model]
     return dict(model=model, params=params, flops_per_sample=flops, gradient_bytes=4 * params,
@@ -145,16 +148,15 @@ def test_fit_lifetimes_and_overheads_from_the_store(tmp_path):
 
 def test_fit_command_writes_an_artifact_and_fails_cleanly(tmp_path):
     synthetic_store(tmp_path / "m.db", gpus=("T4",))
-    cli = [sys.executable, "-c", "from advisor.cli import main; main()", "fit"]
-    out = subprocess.run(cli + ["--store", str(tmp_path / "m.db"), "--output",
-                                str(tmp_path / "a.json"), "--format", "json"],
+    out = subprocess.run([*FIT_COMMAND, "--store", str(tmp_path / "m.db"), "--output",
+                          str(tmp_path / "a.json"), "--format", "json"],
                          capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["throughput_configs"] == 60
     assert json.loads(out.stdout)["coefficients_at_bound"] == []
     assert "physical bound" not in out.stderr and "fitting the models" not in out.stderr
     assert load_artifact(tmp_path / "a.json").doc["schema_version"] == SCHEMA_VERSION
-    missing = subprocess.run(cli + ["--store", str(tmp_path / "none.db")],
+    missing = subprocess.run([*FIT_COMMAND, "--store", str(tmp_path / "none.db")],
                              capture_output=True, text=True, check=False)
     assert missing.returncode == 2
     assert missing.stderr.startswith("error: no measurement store") and "Traceback" not in \
@@ -184,8 +186,7 @@ def test_fit_command_shows_a_bar_on_a_terminal_and_none_elsewhere(tmp_path):
 
     reader = threading.Thread(target=read)
     reader.start()
-    out = subprocess.run([sys.executable, "-c", "from advisor.cli import main; main()", "fit",
-                          "--store", str(tmp_path / "m.db"), "--output",
+    out = subprocess.run([*FIT_COMMAND, "--store", str(tmp_path / "m.db"), "--output",
                           str(tmp_path / "a.json"), "--format", "json"],
                          stdout=subprocess.PIPE, stderr=terminal, text=True, check=False)
     os.close(terminal)
@@ -204,8 +205,7 @@ def test_fit_command_warns_of_a_coefficient_on_its_physical_bound(tmp_path):
     `advisor fit` says so on stderr, a line a term, and in its JSON."""
     synthetic_store(tmp_path / "m.db", gpus=("T4", "V100"),
                     truth={**TRUE, "unsplit_fp32": 0.5})
-    out = subprocess.run([sys.executable, "-c", "from advisor.cli import main; main()", "fit",
-                          "--store", str(tmp_path / "m.db"), "--output",
+    out = subprocess.run([*FIT_COMMAND, "--store", str(tmp_path / "m.db"), "--output",
                           str(tmp_path / "a.json"), "--format", "json"],
                          capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
