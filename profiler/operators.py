@@ -257,8 +257,10 @@ def operator_counter():
             if kernel:
                 self.totals[FAST_TALLIES[kernel]][0] += flops
             nbytes = _tensor_bytes(args) + _tensor_bytes(kwargs) + _tensor_bytes(out)
+            # first: it adds its casts to the element-wise total, which may be this one
+            autocast = self.autocast_bytes(func, args, kwargs, out)
             self.totals[kind][1] += nbytes
-            self.totals[kind][2] += self.autocast_bytes(func, args, kwargs, out)
+            self.totals[kind][2] += autocast
             if kind in PROFILED_CLASSES:
                 dims = gemm_dims(func, kind, args, kwargs)
                 self.operators.append((name, kind, flops, nbytes, dims))

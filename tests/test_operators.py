@@ -290,3 +290,20 @@ def test_shipped_cards_execute_at_least_the_flops_they_count():
     conv = {name: cards[name]["conv_tiled_flops_per_sample"] / cards[name]["conv_flops_per_sample"]
             for name in ("inception_v3", "resnet50")}
     assert conv["inception_v3"] > 1.1 and conv["resnet50"] < 1.01
+
+
+def test_counts_the_casts_in_front_of_an_element_wise_16_bit_operator():
+    """Autocast runs PReLU, an element-wise operator, in 16 bits: the casts of its fp32 input
+    and weight are element-wise traffic beside its own 16-bit reads and writes. (The count
+    once lost them: it added the operator's bytes to a total read before the casts were.)"""
+    from profiler.operators import operator_counter
+
+    with torch.device("meta"):
+        prelu = torch.nn.PReLU(10)
+        x = torch.empty(3, 10)
+    counter = operator_counter()
+    with counter:
+        prelu(x)
+    inputs = 3 * 10 + 10  # input and weight: fp32, cast
+    assert counter.totals["other"][2] == 2 * inputs * (4 + 2) + 2 * (inputs + 3 * 10)
+
