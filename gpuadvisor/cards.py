@@ -107,6 +107,9 @@ TASKS = (*INPUT_SIZE, "recommendation")
 REQUIRED = ["model", "task", "batch_per_gpu", "params", "gradient_bytes", "flops_per_sample",
             "activation_bytes_per_sample"]
 SIZE_SEPARATOR = "@"
+# The card of a model traced with each batch normalisation's ReLU and residual add run in its
+# kernel (profiler/operators.py, `FUSED_SHARE`), as NVIDIA's MLPerf MXNet code runs them.
+FUSED_NORMALISATION_SUFFIX = "+fused_norm"
 # At 32 px a ResNet is CIFAR's (profiler/zoo_convnets.py, CifarResNet): an ImageNet stem would
 # leave its first block an 8x8 map, so CIFAR code replaces it, and the work differs 13x. A
 # model whose zoo has such a variant (`resnet18_cifar`) is matched to it at that size.
@@ -149,9 +152,11 @@ def check_input_size(task: str, what: str, image_size: int | None,
                         "seq_len")
 
 
-def card_name(model: str, size: int | None = None) -> str:
-    """The name of `model`'s card at input size `size` (tokens or pixels a side)."""
-    return f"{base_model(model)}{SIZE_SEPARATOR}{size}" if size else base_model(model)
+def card_name(model: str, size: int | None = None, fused_normalisation: bool = False) -> str:
+    """The name of `model`'s card at input size `size` (tokens or pixels a side), traced with
+    its normalisations' activations fused where `fused_normalisation`."""
+    sized = f"{base_model(model)}{SIZE_SEPARATOR}{size}" if size else base_model(model)
+    return sized + (FUSED_NORMALISATION_SUFFIX if fused_normalisation else "")
 
 
 def size_variant(model: str, size: int) -> str | None:
@@ -197,14 +202,21 @@ def similar_cards(cards, model: str, most: int = 3) -> list[str]:
     """Up to `most` models of `cards` (sized variants aside) whose names resemble `model`,
     nearest first: what to suggest for a name `matching_card` does not resolve (GNMT:
     gnmt_v2; TransformerXL: transformer_xl_base, transformer_xl_large)."""
-    plain = {_plain(name): name for name in cards if SIZE_SEPARATOR not in name}
+    plain = {_plain(name): name for name in cards if base_model(name) == name}
     return [plain[name] for name in
             difflib.get_close_matches(_plain(model), list(plain), n=most, cutoff=0.6)]
 
 
+def fused_normalisation_card(name: str) -> bool:
+    """Whether card `name` was traced with its normalisations' activations fused
+    (`card_name`)."""
+    return name.endswith(FUSED_NORMALISATION_SUFFIX)
+
+
 def base_model(name: str) -> str:
-    """The model a card describes, without its input size (bert_large@384 -> bert_large)."""
-    return name.split(SIZE_SEPARATOR, 1)[0]
+    """The model a card describes, without its input size or fusion (bert_large@384 ->
+    bert_large, resnet50+fused_norm -> resnet50)."""
+    return name.removesuffix(FUSED_NORMALISATION_SUFFIX).split(SIZE_SEPARATOR, 1)[0]
 
 
 def write_cards(cards: list[dict], path: Path) -> None:

@@ -121,12 +121,13 @@ def live_bytes(saved: dict) -> int:
                if base is not None)
 
 
-def figures(model, step) -> dict:
+def figures(model, step, fuse_normalisation: bool = False) -> dict:
     """The measured card columns of `model`, whose `step(batch)` returns the loss of a
     forward pass at `batch` samples on the meta device: `measure_module`'s of one sample
     (`per_sample`) and the operator split (profiler.operators.split_from), both from one
-    traced step at batch 1 and one at batch 2."""
-    counters = {1: operator_counter(), 2: operator_counter()}
+    traced step at batch 1 and one at batch 2, with each batch normalisation's ReLU and
+    residual add in its kernel where `fuse_normalisation` (profiler.operators.FUSED_SHARE)."""
+    counters = {batch: operator_counter(fuse_normalisation) for batch in (1, 2)}
 
     def measured(batch: int) -> dict:
         model.zero_grad(set_to_none=True)  # a step writes its gradients, it does not add
@@ -189,9 +190,11 @@ def versions() -> dict:
 
 
 def compute_card(name: str, image_size: int | None = None, seq_len: int | None = None,
-                 batch_per_gpu: int | None = None) -> dict:
+                 batch_per_gpu: int | None = None, fuse_normalisation: bool = False) -> dict:
     """The full card of a zoo model: default workload plus measured figures. At an input
-    size other than the model's default the card is named `name@size` (bert_large@384).
+    size other than the model's default the card is named `name@size` (bert_large@384);
+    traced with each batch normalisation's ReLU and residual add in its kernel
+    (`fuse_normalisation`), `name[@size]+fused_norm`.
     `image_size` applies to image models only, `seq_len` to text models only (CardError
     otherwise)."""
     entry = zoo.resolve(name)
@@ -201,7 +204,8 @@ def compute_card(name: str, image_size: int | None = None, seq_len: int | None =
     seq_len = seq_len or entry.seq_len
     size = image_size if entry.task == "image" else seq_len
     default = entry.image_size if entry.task == "image" else entry.seq_len
-    workload = {"model": card_name(entry.name, None if size == default else size),
+    workload = {"model": card_name(entry.name, None if size == default else size,
+                                   fuse_normalisation),
                 "family": entry.family, "task": entry.task,
                 "dataset": entry.dataset, "epochs": entry.epochs,
                 # the same data: as many tokens an epoch, in longer or shorter sequences
@@ -210,8 +214,8 @@ def compute_card(name: str, image_size: int | None = None, seq_len: int | None =
                 "image_size": image_size if entry.task == "image" else None,
                 "seq_len": seq_len if entry.task == "text" else None,
                 "batch_per_gpu": batch_per_gpu or entry.batch_per_gpu}
-    return {**workload, **figures(*zoo.meta_step(entry.name, image_size, seq_len)),
-            **versions()}
+    traced = figures(*zoo.meta_step(entry.name, image_size, seq_len), fuse_normalisation)
+    return {**workload, **traced, **versions()}
 
 
 def compute_cards(sizes: list[tuple], jobs: int | None = None,

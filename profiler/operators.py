@@ -202,8 +202,29 @@ def _element_count(values) -> int:
     return sum(v.numel() for v in tree_leaves(values) if isinstance(v, torch.Tensor))
 
 
-def operator_counter():
-    """A dispatch mode that adds each operator's FLOPs and bytes to `totals` by class."""
+# Batch normalisation kernels that also apply the ReLU after them, and the residual add
+# before it (`operator_counter(fuse_normalisation=True)`): MXNet's NHWC BatchNorm and
+# BatchNormAddRelu, which NVIDIA's MLPerf ResNet-50 code runs (its run script passes
+# `--fuse-bn-relu 1 --fuse-bn-add-relu 1`). What an operator such a kernel runs still moves,
+# as a share of what it moves alone: a ReLU nothing (the normalisation writes its output),
+# a residual add its addend (one of its three passes); backward, a fused ReLU's gradient
+# mask nothing (the normalisation's backward reads the gradient and a bit mask), but after a
+# fused add one pass (the addend's gradient, which the kernel writes).
+FUSED_SHARE = {"relu": 0.0, "add": 1 / 3, "relu_backward": 0.0, "add_relu_backward": 1 / 3}
+_BATCH_NORM = {"native_batch_norm", "_native_batch_norm_legit",
+               "_native_batch_norm_legit_functional", "cudnn_batch_norm"}
+
+
+def _tensor_key(tensor) -> tuple:
+    """What identifies a tensor's data across the autograd graph: a tensor saved for backward
+    comes back as another Python object over the same storage."""
+    return (tensor.untyped_storage()._cdata, tensor.storage_offset(), tuple(tensor.shape))
+
+
+def operator_counter(fuse_normalisation: bool = False):
+    """A dispatch mode that adds each operator's FLOPs and bytes to `totals` by class; with
+    `fuse_normalisation`, a batch normalisation's ReLU and residual add run in its own
+    kernel (`FUSED_SHARE`)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
@@ -233,6 +254,12 @@ def operator_counter():
             # FLOPs of the operators torch's FLOP counter has a formula for (matrix products,
             # convolutions, attention), as it counts them: the card's flops_per_sample.
             self.formula_flops = 0
+            # Under fuse_normalisation: batch normalisations' outputs, the residual adds on
+            # them and the ReLUs after either, by `_tensor_key` (each tensor kept, so that no
+            # storage is freed and its key reused).
+            self.normalised: dict[tuple, object] = {}
+            self.added: dict[tuple, object] = {}
+            self.fused_relus: dict[tuple, tuple[object, bool]] = {}
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -259,12 +286,36 @@ def operator_counter():
             nbytes = _tensor_bytes(args) + _tensor_bytes(kwargs) + _tensor_bytes(out)
             # first: it adds its casts to the element-wise total, which may be this one
             autocast = self.autocast_bytes(func, args, kwargs, out)
+            share = self.fused_share(name, args, out) if fuse_normalisation else 1.0
+            if share < 1.0:
+                self.kernels -= 1  # it runs inside the normalisation's kernel
+                nbytes, autocast = nbytes * share, autocast * share
             self.totals[kind][1] += nbytes
             self.totals[kind][2] += autocast
             if kind in PROFILED_CLASSES:
                 dims = gemm_dims(func, kind, args, kwargs)
                 self.operators.append((name, kind, flops, nbytes, dims))
             return out
+
+        def fused_share(self, name: str, args, out) -> float:
+            """The share of its traffic operator `name` moves where a batch normalisation's
+            kernel runs it (`FUSED_SHARE`), 1 where it runs its own; it records the tensors
+            the rules follow."""
+            keys = [_tensor_key(a) for a in args[:2] if isinstance(a, torch.Tensor)]
+            if name in _BATCH_NORM:
+                self.normalised[_tensor_key(out[0])] = out[0]
+            elif name in ("add", "add_") and len(keys) == 2 and args[1].dim() > 0 \
+                    and any(key in self.normalised for key in keys):
+                self.added[_tensor_key(out)] = out
+                return FUSED_SHARE["add"]
+            elif name in ("relu", "relu_") and (keys[0] in self.normalised
+                                                or keys[0] in self.added):
+                self.fused_relus[_tensor_key(out)] = (out, keys[0] in self.added)
+                return FUSED_SHARE["relu"]
+            elif name == "threshold_backward" and keys[1] in self.fused_relus:
+                after_add = self.fused_relus[keys[1]][1]
+                return FUSED_SHARE["add_relu_backward" if after_add else "relu_backward"]
+            return 1.0
 
         def autocast_bytes(self, func, args, kwargs, out) -> float:
             """What the operator would read and write under CUDA autocast
@@ -313,14 +364,15 @@ def operator_counter():
     return OperatorCounter()
 
 
-def trace(model, step, batch: int):
-    """The counter (`operator_counter`) of one training step (forward and backward, fp32) of
-    `model` at `batch` samples, on the meta device: its `totals` (class -> [FLOPs, bytes]) and
+def trace(model, step, batch: int, fuse_normalisation: bool = False):
+    """The counter (`operator_counter`, fusing normalisations' activations where
+    `fuse_normalisation`) of one training step (forward and backward, fp32) of `model` at
+    `batch` samples, on the meta device: its `totals` (class -> [FLOPs, bytes]) and
     `operators`. `step(batch)` returns the loss of that step's forward pass."""
     from profiler.cards import _gpu_kernels
 
     model.zero_grad(set_to_none=True)  # a step writes its gradients, it does not add to them
-    counter = operator_counter()
+    counter = operator_counter(fuse_normalisation)
     with _gpu_kernels(), counter:
         loss = step(batch)
         counter.backward = True

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rich.progress import Progress
 
-from advisor.importers.published import workload_seq_len
+from advisor.importers.published import fuses_normalisation, workload_seq_len
 from gpuadvisor.cards import FILE, size_variant, write_cards
 from profiler import zoo
 from profiler.cards import compute_cards
@@ -54,9 +54,26 @@ def published_sizes(path: Path = DATASETS / "published_throughput.csv") -> set[t
     return sizes
 
 
+def fused_normalisation_sizes(path: Path = DATASETS / "published_throughput.csv") -> set[tuple]:
+    """(zoo model, image_size, seq_len, batch_per_gpu, True): compute_card's arguments of the
+    card, with its normalisations' activations fused, of each input size published rows of
+    code that fuses them measured (`fuses_normalisation`: MLPerf's MXNet ResNet-50)."""
+    with open(path, newline="") as handle:
+        rows = [row for row in csv.DictReader(handle)
+                if row["model"] in zoo.ZOO and fuses_normalisation(row)]
+    sizes = set()
+    for row in rows:
+        entry = zoo.ZOO[row["model"]]
+        image_size = int(row["image_size"] or 0) or entry.image_size
+        sizes.add((entry.name, None if image_size == entry.image_size else image_size, None,
+                   None, True))
+    return sizes
+
+
 def main() -> None:
     wanted = [(name, None, None) for name in zoo.names()] + sorted(
         published_sizes() | set(COMMON_SIZES), key=lambda s: (s[0], s[1] or 0, s[2] or 0))
+    wanted += sorted(fused_normalisation_sizes(), key=lambda s: (s[0], s[1] or 0))
     with Progress() as bar:
         task = bar.add_task("model cards", total=len(wanted))
         computed = compute_cards(wanted, progress=lambda _: bar.advance(task))

@@ -119,7 +119,8 @@ def test_a_saved_tensor_freed_before_backward_is_no_activation():
 
 # What the tests below read beside the sample.
 READ_BY_TESTS = {"resnet50", "resnet18", "resnet18_cifar", "bert_large", "efficientnet_b0",
-                 "mobilenet_v2", "densenet121", "densenet161", "densenet169", "densenet201"}
+                 "mobilenet_v2", "densenet121", "densenet161", "densenet169", "densenet201",
+                 "resnet50+fused_norm"}
 
 
 def traced_sample(shipped: dict) -> set[str]:
@@ -142,13 +143,14 @@ def computed():
     core): the zoo at its default sizes and at the published ones (model@size)."""
     import os
 
-    from gpuadvisor.cards import base_model
+    from gpuadvisor.cards import base_model, fused_normalisation_card
 
     shipped = load_cards()
     sample = [shipped[name] for name in sorted(traced_sample(shipped))]
     computed = cards.compute_cards([(base_model(card["model"]), card["image_size"],
-                                     card["seq_len"]) for card in sample],
-                                   jobs=min(4, os.cpu_count() or 1))
+                                     card["seq_len"], None,
+                                     fused_normalisation_card(card["model"]))
+                                    for card in sample], jobs=min(4, os.cpu_count() or 1))
     return {card["model"]: card for card in computed}
 
 
@@ -280,6 +282,31 @@ def test_a_resnet_at_32_px_is_the_cifar_network():
     assert shipped["resnet18_cifar"]["flops_per_sample"] > 10 * scaled
 
 
+def test_mlperf_mxnet_rows_are_priced_with_normalisations_that_fuse_their_relu():
+    """NVIDIA's MLPerf MXNet ResNet-50 (run by every MXNet submitter) fuses each batch norm's
+    ReLU and residual add into its kernel: its rows get the card traced so, which does the
+    same FLOPs and moves about 60% less element-wise traffic; other code keeps the plain
+    card."""
+    from advisor.importers.published import matched_card
+    from gpuadvisor.cards import base_model, card_name
+
+    shipped = load_cards()
+    row = {"model": "ResNet-50 v1.5", "image_size": "224", "seq_len": "", "framework": "MXNet",
+           "source": "published: mlcommons/training_results_v3.1 NVIDIA/results/"
+                     "eos_ngc23.09_mxnet/resnet/result_0.txt@f33f9444"}
+    assert matched_card(row, shipped) == "resnet50+fused_norm"
+    assert matched_card({**row, "framework": "PyTorch"}, shipped) == "resnet50"
+    dle = "published: NVIDIA/DeepLearningExamples MxNet/Classification/RN50v1.5/README.md"
+    assert matched_card({**row, "source": dle}, shipped) == "resnet50"
+    assert card_name("resnet50", None, True) == "resnet50+fused_norm"
+    assert base_model("resnet50+fused_norm") == "resnet50"
+    fused, plain = shipped["resnet50+fused_norm"], shipped["resnet50"]
+    assert fused["flops_per_sample"] == plain["flops_per_sample"]
+    assert fused["norm_bytes_per_sample"] == plain["norm_bytes_per_sample"]
+    assert fused["other_bytes_per_sample"] < 0.5 * plain["other_bytes_per_sample"]
+    assert fused["kernels_per_step"] < plain["kernels_per_step"]
+
+
 def card_cli(*args):
     from typer.testing import CliRunner
 
@@ -341,6 +368,29 @@ def test_build_cards_leaves_a_32_px_resnet_to_its_cifar_card(tmp_path):
                           {"model": "resnet18", "image_size": "448", "seq_len": ""},
                           {"model": "gnmt_v2", "image_size": "", "seq_len": "48"}])
     assert build_cards.published_sizes(path) == {("resnet18", 448, None)}
+
+
+def test_build_cards_traces_fused_normalisation_cards_for_the_rows_of_code_that_fuses(tmp_path):
+    import csv
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_cards", ROOT / "scripts" /
+                                                  "build_cards.py")
+    build_cards = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_cards)
+    path = tmp_path / "rows.csv"
+    mlperf = "published: mlcommons/training_results_v1.0 NVIDIA/results/x/resnet/result_0.txt"
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["model", "image_size", "seq_len",
+                                                    "framework", "source"])
+        writer.writeheader()
+        writer.writerows([
+            {"model": "resnet50", "image_size": "224", "framework": "MXNet", "source": mlperf},
+            {"model": "resnet50", "image_size": "160", "framework": "MXNet", "source": mlperf},
+            {"model": "resnet50", "image_size": "224", "framework": "PyTorch",
+             "source": "published: NVIDIA/DeepLearningExamples PyTorch/README.md"}])
+    assert build_cards.fused_normalisation_sizes(path) == {
+        ("resnet50", None, None, None, True), ("resnet50", 160, None, None, True)}
 
 
 def test_each_timm_row_names_a_card_of_timm_s_parameter_count():

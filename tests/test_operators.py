@@ -307,3 +307,35 @@ def test_counts_the_casts_in_front_of_an_element_wise_16_bit_operator():
     inputs = 3 * 10 + 10  # input and weight: fp32, cast
     assert counter.totals["other"][2] == 2 * inputs * (4 + 2) + 2 * (inputs + 3 * 10)
 
+
+def _normalised_step(residual: bool):
+    """A batch norm and a ReLU (with a residual add between them where `residual`) on a
+    4-channel 8x8 map, and the step that trains them."""
+    with torch.device("meta"):
+        norm = torch.nn.BatchNorm2d(4)
+
+    def step(batch):
+        x = torch.empty(batch, 4, 8, 8, device="meta", requires_grad=True)
+        y = norm(x)
+        if residual:
+            y = y + torch.empty(batch, 4, 8, 8, device="meta", requires_grad=True)
+        return torch.relu(y).sum()
+    return norm, step
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_a_fused_normalisation_runs_its_relu_and_residual_add_in_its_kernel(residual):
+    """`fuse_normalisation` (MLPerf's MXNet code): the ReLU after a batch norm, forward and
+    backward, moves nothing and runs no kernel; a residual add between them reads its addend
+    (one of its three passes), and the ReLU's backward writes the addend's gradient (one of
+    three). The normalisation itself, and everything else, is counted as without fusion."""
+    from profiler.operators import trace
+
+    model, step = _normalised_step(residual)
+    plain, fused = (trace(model, step, 2, fuse) for fuse in (False, True))
+    tensor = 4 * 2 * 4 * 8 * 8  # bytes of one fp32 activation
+    relu, relu_backward, add = 2 * tensor, 3 * tensor, 3 * tensor
+    removed = relu + relu_backward + (add - add / 3 - relu_backward / 3 if residual else 0)
+    assert plain.totals["other"][1] - fused.totals["other"][1] == pytest.approx(removed)
+    assert fused.totals["norm"] == plain.totals["norm"]
+    assert plain.kernels - fused.kernels == 2 + int(residual)

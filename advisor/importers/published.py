@@ -43,6 +43,7 @@ from advisor.importers import ImportDataError, ImportResult, already_imported, f
 from cloud.gpus import gpu_spec
 from gpuadvisor import data
 from gpuadvisor.cards import (
+    FUSED_NORMALISATION_SUFFIX,
     INPUT_SIZE,
     MAKE_A_CARD,
     load_cards,
@@ -216,11 +217,33 @@ def workload_seq_len(row: dict[str, str]) -> int | None:
     return mean
 
 
+# MLPerf Training's MXNet code (NVIDIA's ResNet-50, which other submitters run too) runs each
+# batch normalisation's ReLU, and the residual add before it, in the normalisation's kernel:
+# its run script passes `--fuse-bn-relu 1 --fuse-bn-add-relu 1` whatever the system.
+_FUSED_NORMALISATION_CODE = ("mlcommons/training_results", "mxnet")
+
+
+def fuses_normalisation(row: dict[str, str]) -> bool:
+    """Whether a row's code ran its normalisations' activations fused
+    (`_FUSED_NORMALISATION_CODE`)."""
+    code, framework = _FUSED_NORMALISATION_CODE
+    return code in (row.get("source") or "") and (row.get("framework") or "").lower() == framework
+
+
 def matched_card(row: dict[str, str], cards: dict[str, dict]) -> str | None:
     """The card of the workload a row measured: its model's card at the row's own input size
     (bert_large@384 for SQuAD fine-tuning at 384 tokens, resnet18_cifar for ResNet-18 at
-    32 px), or None where no card has that
-    size (the fit then scales the default card's per-sample work by the input size)."""
+    32 px), traced with its normalisations' activations fused where the row's code fused them
+    and `cards` hold such a card (resnet50+fused_norm: `fuses_normalisation`), or None where
+    no card has that size (the fit then scales the default card's per-sample work by the
+    input size)."""
+    card = _sized_card(row, cards)
+    fused = f"{card}{FUSED_NORMALISATION_SUFFIX}"
+    return fused if card and fused in cards and fuses_normalisation(row) else card
+
+
+def _sized_card(row: dict[str, str], cards: dict[str, dict]) -> str | None:
+    """The card of a row's model at the row's own input size (`matched_card`)."""
     model = matching_card(cards, row["model"])  # BERT-Large is bert_large
     if model is None:
         return None
