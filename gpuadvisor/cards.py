@@ -108,7 +108,8 @@ REQUIRED = ["model", "task", "batch_per_gpu", "params", "gradient_bytes", "flops
             "activation_bytes_per_sample"]
 SIZE_SEPARATOR = "@"
 # The card of a model traced with each batch normalisation's ReLU and residual add run in its
-# kernel (profiler/operators.py, `FUSED_SHARE`), as NVIDIA's MLPerf MXNet code runs them.
+# kernel (profiler/operators.py, `FUSED_SHARE`), as NVIDIA's MXNet and PaddlePaddle
+# ResNet-50s run them in 16 bits.
 FUSED_NORMALISATION_SUFFIX = "+fused_norm"
 # At 32 px a ResNet is CIFAR's (profiler/zoo_convnets.py, CifarResNet): an ImageNet stem would
 # leave its first block an 8x8 map, so CIFAR code replaces it, and the work differs 13x. A

@@ -204,12 +204,14 @@ def _element_count(values) -> int:
 
 # Batch normalisation kernels that also apply the ReLU after them, and the residual add
 # before it (`operator_counter(fuse_normalisation=True)`): MXNet's NHWC BatchNorm and
-# BatchNormAddRelu, which NVIDIA's MLPerf ResNet-50 code runs (its run script passes
-# `--fuse-bn-relu 1 --fuse-bn-add-relu 1`). What an operator such a kernel runs still moves,
-# as a share of what it moves alone: a ReLU nothing (the normalisation writes its output),
-# a residual add its addend (one of its three passes); backward, a fused ReLU's gradient
-# mask nothing (the normalisation's backward reads the gradient and a bit mask), but after a
-# fused add one pass (the addend's gradient, which the kernel writes).
+# BatchNormAddRelu, which NVIDIA's MXNet ResNet-50 runs in 16 bits (DeepLearningExamples'
+# runner and MLPerf's run script pass `--fuse-bn-relu 1 --fuse-bn-add-relu 1`), and
+# PaddlePaddle's fused batch norm ops (`fuse_bn_act_ops`, `fuse_bn_add_act_ops`). What an
+# operator such a kernel runs still moves, as a share of what it moves alone: a ReLU nothing
+# (the normalisation writes its output), a residual add its addend (one of its three
+# passes); backward, a fused ReLU's gradient mask nothing (the normalisation's backward reads
+# the gradient and a bit mask), but after a fused add one pass (the addend's gradient, which
+# the kernel writes).
 FUSED_SHARE = {"relu": 0.0, "add": 1 / 3, "relu_backward": 0.0, "add_relu_backward": 1 / 3}
 _BATCH_NORM = {"native_batch_norm", "_native_batch_norm_legit",
                "_native_batch_norm_legit_functional", "cudnn_batch_norm"}

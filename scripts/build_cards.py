@@ -57,7 +57,8 @@ def published_sizes(path: Path = DATASETS / "published_throughput.csv") -> set[t
 def fused_normalisation_sizes(path: Path = DATASETS / "published_throughput.csv") -> set[tuple]:
     """(zoo model, image_size, seq_len, batch_per_gpu, True): compute_card's arguments of the
     card, with its normalisations' activations fused, of each input size published rows of
-    code that fuses them measured (`fuses_normalisation`: MLPerf's MXNet ResNet-50)."""
+    code that fuses them measured (`fuses_normalisation`: NVIDIA's MXNet and PaddlePaddle
+    ResNet-50s in 16 bits)."""
     with open(path, newline="") as handle:
         rows = [row for row in csv.DictReader(handle)
                 if row["model"] in zoo.ZOO and fuses_normalisation(row)]

@@ -282,22 +282,30 @@ def test_a_resnet_at_32_px_is_the_cifar_network():
     assert shipped["resnet18_cifar"]["flops_per_sample"] > 10 * scaled
 
 
-def test_mlperf_mxnet_rows_are_priced_with_normalisations_that_fuse_their_relu():
-    """NVIDIA's MLPerf MXNet ResNet-50 (run by every MXNet submitter) fuses each batch norm's
-    ReLU and residual add into its kernel: its rows get the card traced so, which does the
-    same FLOPs and moves about 60% less element-wise traffic; other code keeps the plain
-    card."""
+def test_fusing_rows_in_16_bits_are_priced_with_normalisations_that_fuse_their_relu():
+    """NVIDIA's MXNet ResNet-50 fuses each batch norm's ReLU and residual add into its kernel
+    in 16 bits (DeepLearningExamples' runner with float16, and MLPerf's run script, which every
+    MXNet submitter ran), and so does DeepLearningExamples' PaddlePaddle ResNet-50 under AMP:
+    their rows get the card traced so, which does the same FLOPs and moves about 60% less
+    element-wise traffic; their FP32 and TF32 rows, and other code, keep the plain card."""
     from advisor.importers.published import matched_card
     from gpuadvisor.cards import base_model, card_name
 
     shipped = load_cards()
     row = {"model": "ResNet-50 v1.5", "image_size": "224", "seq_len": "", "framework": "MXNet",
-           "source": "published: mlcommons/training_results_v3.1 NVIDIA/results/"
-                     "eos_ngc23.09_mxnet/resnet/result_0.txt@f33f9444"}
-    assert matched_card(row, shipped) == "resnet50+fused_norm"
-    assert matched_card({**row, "framework": "PyTorch"}, shipped) == "resnet50"
+           "precision": "amp", "source": "published: mlcommons/training_results_v3.1 "
+                                          "NVIDIA/results/eos_ngc23.09_mxnet/resnet/result_0.txt"}
     dle = "published: NVIDIA/DeepLearningExamples MxNet/Classification/RN50v1.5/README.md"
-    assert matched_card({**row, "source": dle}, shipped) == "resnet50"
+    assert matched_card(row, shipped) == "resnet50+fused_norm"
+    assert matched_card({**row, "source": dle}, shipped) == "resnet50+fused_norm"
+    assert matched_card({**row, "source": dle, "precision": "tf32"}, shipped) == "resnet50"
+    paddle = "published: NVIDIA/DeepLearningExamples PaddlePaddle/Classification/RN50v1.5/README"
+    assert matched_card({**row, "source": paddle, "framework": "PaddlePaddle"},
+                        shipped) == "resnet50+fused_norm"
+    assert matched_card({**row, "source": paddle}, shipped) == "resnet50"  # not MXNet code
+    assert matched_card({**row, "framework": "PyTorch"}, shipped) == "resnet50"
+    other = "published: NVIDIA/DeepLearningExamples PyTorch/Classification/ConvNets/README.md"
+    assert matched_card({**row, "framework": "PyTorch", "source": other}, shipped) == "resnet50"
     assert card_name("resnet50", None, True) == "resnet50+fused_norm"
     assert base_model("resnet50+fused_norm") == "resnet50"
     fused, plain = shipped["resnet50+fused_norm"], shipped["resnet50"]
@@ -382,12 +390,13 @@ def test_build_cards_traces_fused_normalisation_cards_for_the_rows_of_code_that_
     mlperf = "published: mlcommons/training_results_v1.0 NVIDIA/results/x/resnet/result_0.txt"
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=["model", "image_size", "seq_len",
-                                                    "framework", "source"])
+                                                    "framework", "precision", "source"])
         writer.writeheader()
+        mxnet = {"model": "resnet50", "framework": "MXNet", "precision": "amp", "source": mlperf}
         writer.writerows([
-            {"model": "resnet50", "image_size": "224", "framework": "MXNet", "source": mlperf},
-            {"model": "resnet50", "image_size": "160", "framework": "MXNet", "source": mlperf},
-            {"model": "resnet50", "image_size": "224", "framework": "PyTorch",
+            {**mxnet, "image_size": "224"}, {**mxnet, "image_size": "160"},
+            {**mxnet, "image_size": "128", "precision": "fp32"},
+            {**mxnet, "image_size": "192", "framework": "PyTorch",
              "source": "published: NVIDIA/DeepLearningExamples PyTorch/README.md"}])
     assert build_cards.fused_normalisation_sizes(path) == {
         ("resnet50", None, None, None, True), ("resnet50", 160, None, None, True)}

@@ -325,7 +325,7 @@ def _normalised_step(residual: bool):
 
 @pytest.mark.parametrize("residual", [False, True])
 def test_a_fused_normalisation_runs_its_relu_and_residual_add_in_its_kernel(residual):
-    """`fuse_normalisation` (MLPerf's MXNet code): the ReLU after a batch norm, forward and
+    """`fuse_normalisation` (NVIDIA's MXNet ResNet-50): the ReLU after a batch norm, forward and
     backward, moves nothing and runs no kernel; a residual add between them reads its addend
     (one of its three passes), and the ReLU's backward writes the addend's gradient (one of
     three). The normalisation itself, and everything else, is counted as without fusion."""

@@ -53,7 +53,7 @@ from gpuadvisor.cards import (
 )
 from gpuadvisor.store import Store
 from gpuadvisor.textfile import unreadable
-from gpuadvisor.vocab import PUBLISHED_SOURCE, precision_named
+from gpuadvisor.vocab import HALF_PRECISIONS, PUBLISHED_SOURCE, precision_named
 
 SOURCE = PUBLISHED_SOURCE
 # The `notes` word that marks a figure its own source contradicts (8-GPU scaling beyond 8x,
@@ -217,17 +217,26 @@ def workload_seq_len(row: dict[str, str]) -> int | None:
     return mean
 
 
-# MLPerf Training's MXNet code (NVIDIA's ResNet-50, which other submitters run too) runs each
-# batch normalisation's ReLU, and the residual add before it, in the normalisation's kernel:
-# its run script passes `--fuse-bn-relu 1 --fuse-bn-add-relu 1` whatever the system.
-_FUSED_NORMALISATION_CODE = ("mlcommons/training_results", "mxnet")
+# Code bases (a row's source, and its framework) whose ResNet-50 runs each batch
+# normalisation's ReLU, and the residual add before it, in the normalisation's kernel in 16
+# bits: NVIDIA's MXNet code, whose DeepLearningExamples `runner` (which its `benchmark.py`
+# calls) passes `--fuse-bn-relu 1 --fuse-bn-add-relu 1` with `--dtype float16`, and whose
+# MLPerf Training run script, which every MXNet submitter ran, always does; and
+# DeepLearningExamples' PaddlePaddle code, whose `program.py` sets the build strategy's
+# `fuse_bn_act_ops` and `fuse_bn_add_act_ops` under AMP.
+_FUSED_NORMALISATION_CODE = (("mlcommons/training_results", "mxnet"),
+                             ("MxNet/Classification/RN50v1.5", "mxnet"),
+                             ("PaddlePaddle/Classification/RN50v1.5", "paddlepaddle"))
 
 
 def fuses_normalisation(row: dict[str, str]) -> bool:
     """Whether a row's code ran its normalisations' activations fused
-    (`_FUSED_NORMALISATION_CODE`)."""
-    code, framework = _FUSED_NORMALISATION_CODE
-    return code in (row.get("source") or "") and (row.get("framework") or "").lower() == framework
+    (`_FUSED_NORMALISATION_CODE`, in 16 bits)."""
+    source, framework = row.get("source") or "", (row.get("framework") or "").lower()
+    if not any(code in source and framework == name
+               for code, name in _FUSED_NORMALISATION_CODE):
+        return False
+    return precision_named(row["precision"]) in HALF_PRECISIONS
 
 
 def matched_card(row: dict[str, str], cards: dict[str, dict]) -> str | None:
