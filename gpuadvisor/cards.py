@@ -200,9 +200,9 @@ MAKE_A_CARD = "`profiler card --config CONFIG --save` or `--callable`"
 
 
 def similar_cards(cards, model: str, most: int = 3) -> list[str]:
-    """Up to `most` models of `cards` (sized variants aside) whose names resemble `model`,
-    nearest first: what to suggest for a name `matching_card` does not resolve (GNMT:
-    gnmt_v2; TransformerXL: transformer_xl_base, transformer_xl_large)."""
+    """Up to `most` models of `cards` (sized and fused variants aside) whose names resemble
+    `model`, nearest first: what to suggest for a name `matching_card` does not resolve
+    (GNMT: gnmt_v2; TransformerXL: transformer_xl_base, transformer_xl_large)."""
     plain = {_plain(name): name for name in cards if base_model(name) == name}
     return [plain[name] for name in
             difflib.get_close_matches(_plain(model), list(plain), n=most, cutoff=0.6)]

@@ -3,8 +3,10 @@ model with the operator split): every zoo model at its default input size, plus 
 model at every other input size datasets/published_throughput.csv has figures for
 (bert_large@384: SQuAD fine-tuning; bert_large@288: binned phase-2 sequences at their mean
 padded length), so that the fit prices a published row with the FLOPs it measured, and at the
-sizes benchmarks commonly run it at (COMMON_SIZES), so that another source's rows are too.
-Run after changing a zoo entry or adding published rows:
+sizes benchmarks commonly run it at (COMMON_SIZES), so that another source's rows are too,
+and traced with each batch norm's ReLU and residual add fused (`model+fused_norm`) at the
+sizes of the rows whose code fuses them (`fused_normalisation_sizes`). Run after changing a
+zoo entry or adding published rows:
 .venv/bin/python scripts/build_cards.py"""
 
 from __future__ import annotations
