@@ -221,11 +221,12 @@ def compute_card(name: str, image_size: int | None = None, seq_len: int | None =
 def compute_cards(sizes: list[tuple], jobs: int | None = None,
                   progress: Callable[[str], None] | None = None) -> list[dict]:
     """`compute_card(*size)` of each of `sizes` (its arguments: name, image_size, seq_len and
-    optionally batch_per_gpu), in their order, traced in `jobs` processes (default: one per
-    core), each on one torch thread: tiny meta-device kernels run fastest on one. The traces
-    that dispatch the most operators (by the shipped card's `kernels_per_step`, where there
-    is one) start first, so that no process is left with one at the end (Tacotron 2's takes
-    over a minute alone). `progress(card)` is called as each card is done."""
+    optionally batch_per_gpu and fuse_normalisation), in their order, traced in `jobs`
+    processes (default: one per core), each on one torch thread: tiny meta-device kernels run
+    fastest on one. The traces that dispatch the most operators (by the shipped card's
+    `kernels_per_step`, where there is one) start first, so that no process is left with one
+    at the end (Tacotron 2's takes over a minute alone). `progress(card)` is called as each
+    card is done."""
     import multiprocessing
     import os
     from concurrent.futures import ProcessPoolExecutor, as_completed

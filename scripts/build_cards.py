@@ -35,25 +35,7 @@ COMMON_SIZES = [("bert_base", None, 384)]
 def published_sizes(path: Path = DATASETS / "published_throughput.csv") -> set[tuple]:
     """(zoo model, image_size, seq_len) of every published input size off a model's default
     that no zoo variant already is (a ResNet at 32 px is `resnet18_cifar`, not resnet18@32)."""
-    with open(path, newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    sizes = set()
-    for row in rows:
-        if row["model"] not in zoo.ZOO:
-            continue
-        entry = zoo.ZOO[row["model"]]
-        image_size, seq_len = int(row["image_size"] or 0), workload_seq_len(row) or 0
-        size = image_size or seq_len
-        if size and size_variant(entry.name, size) in zoo.ZOO:
-            continue
-        try:
-            zoo.check_fixed_input(entry, image_size or None, seq_len or None)
-        except zoo.FixedInputError:  # priced at its own size (GNMT's tokens a pair: a rate)
-            continue
-        if (image_size or entry.image_size) != entry.image_size or (
-                seq_len or entry.seq_len) != entry.seq_len:
-            sizes.add((entry.name, image_size or None, seq_len or None))
-    return sizes
+    return {size for size in map(_card_size, _zoo_rows(path)) if size and (size[1] or size[2])}
 
 
 def fused_normalisation_sizes(path: Path = DATASETS / "published_throughput.csv") -> set[tuple]:
@@ -61,16 +43,31 @@ def fused_normalisation_sizes(path: Path = DATASETS / "published_throughput.csv"
     card, with its normalisations' activations fused, of each input size published rows of
     code that fuses them measured (`fuses_normalisation`: NVIDIA's MXNet and PaddlePaddle
     ResNet-50s in 16 bits)."""
+    return {(*size, None, True) for size in
+            (_card_size(row) for row in _zoo_rows(path) if fuses_normalisation(row)) if size}
+
+
+def _zoo_rows(path: Path) -> list[dict[str, str]]:
+    """The published rows of zoo models."""
     with open(path, newline="") as handle:
-        rows = [row for row in csv.DictReader(handle)
-                if row["model"] in zoo.ZOO and fuses_normalisation(row)]
-    sizes = set()
-    for row in rows:
-        entry = zoo.ZOO[row["model"]]
-        image_size = int(row["image_size"] or 0) or entry.image_size
-        sizes.add((entry.name, None if image_size == entry.image_size else image_size, None,
-                   None, True))
-    return sizes
+        return [row for row in csv.DictReader(handle) if row["model"] in zoo.ZOO]
+
+
+def _card_size(row: dict[str, str]) -> tuple | None:
+    """(zoo model, image_size, seq_len) of the card a published row measured, each size None
+    at the model's default; None where a zoo variant of the model is that size, or the model
+    takes only its own (GNMT's tokens a pair: a rate)."""
+    entry = zoo.ZOO[row["model"]]
+    image_size, seq_len = int(row["image_size"] or 0), workload_seq_len(row) or 0
+    size = image_size or seq_len
+    if size and size_variant(entry.name, size) in zoo.ZOO:
+        return None
+    try:
+        zoo.check_fixed_input(entry, image_size or None, seq_len or None)
+    except zoo.FixedInputError:
+        return None
+    return (entry.name, image_size if image_size not in (0, entry.image_size) else None,
+            seq_len if seq_len not in (0, entry.seq_len) else None)
 
 
 def main() -> None:

@@ -15,7 +15,8 @@ keeps it; tok/s without one, transformer_big's token batches, stays tok/s, see
 GPUs); trial_key: see `trial_key`, software {'container': ...}; `extra`: citation, unit,
 in_zoo, suspect (notes mark it SUSPECT), notes, model_as_published, gpu_as_published,
 tokens_per_gpu_batch, card (the model
-card at the row's own input size, `matched_card`), import_fingerprint, and network_gbps
+card at the row's own input size, traced with its normalisations' activations fused where the
+row's code fused them: `matched_card`), import_fingerprint, and network_gbps
 (per-node inter-node bandwidth) where the optional column gives it, and channels_last where the
 optional `memory_format` says how the recipe held its tensors (`nhwc` or `nchw`; empty: a
 tuned recipe's channels-last, `advisor.features.LAYOUT_KEY`), and interconnect where the
