@@ -356,49 +356,50 @@ def test_card_cli_errors_are_one_line(args, message):
     assert message in result.output and result.output.strip().count("\n") == 0
 
 
+def build_cards_script():
+    """scripts/build_cards.py as a module (the scripts are no package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_cards", ROOT / "scripts" /
+                                                  "build_cards.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def published_rows(tmp_path, rows: list[dict]) -> Path:
+    """`rows` written as a published-figures CSV of their columns; its path."""
+    import csv
+
+    path = tmp_path / "rows.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
 def test_build_cards_leaves_a_32_px_resnet_to_its_cifar_card(tmp_path):
     """A published ResNet-18 row at 32 px is priced with resnet18_cifar, so the card script
     must not also make an ImageNet resnet18@32 that would take precedence over it; and a
     model that takes only its own input size (GNMT: tokens a sentence pair, a rate) gets no
     card at another, which the zoo would refuse to build."""
-    import csv
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("build_cards", ROOT / "scripts" /
-                                                  "build_cards.py")
-    build_cards = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build_cards)
-    path = tmp_path / "rows.csv"
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["model", "image_size", "seq_len"])
-        writer.writeheader()
-        writer.writerows([{"model": "resnet18", "image_size": "32", "seq_len": ""},
-                          {"model": "resnet18", "image_size": "448", "seq_len": ""},
-                          {"model": "gnmt_v2", "image_size": "", "seq_len": "48"}])
-    assert build_cards.published_sizes(path) == {("resnet18", 448, None)}
+    path = published_rows(tmp_path, [{"model": "resnet18", "image_size": "32", "seq_len": ""},
+                                     {"model": "resnet18", "image_size": "448", "seq_len": ""},
+                                     {"model": "gnmt_v2", "image_size": "", "seq_len": "48"}])
+    assert build_cards_script().published_sizes(path) == {("resnet18", 448, None)}
 
 
 def test_build_cards_traces_fused_normalisation_cards_for_the_rows_of_code_that_fuses(tmp_path):
-    import csv
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("build_cards", ROOT / "scripts" /
-                                                  "build_cards.py")
-    build_cards = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build_cards)
-    path = tmp_path / "rows.csv"
     mlperf = "published: mlcommons/training_results_v1.0 NVIDIA/results/x/resnet/result_0.txt"
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["model", "image_size", "seq_len",
-                                                    "framework", "precision", "source"])
-        writer.writeheader()
-        mxnet = {"model": "resnet50", "framework": "MXNet", "precision": "amp", "source": mlperf}
-        writer.writerows([
-            {**mxnet, "image_size": "224"}, {**mxnet, "image_size": "160"},
-            {**mxnet, "image_size": "128", "precision": "fp32"},
-            {**mxnet, "image_size": "192", "framework": "PyTorch",
-             "source": "published: NVIDIA/DeepLearningExamples PyTorch/README.md"}])
-    assert build_cards.fused_normalisation_sizes(path) == {
+    mxnet = {"model": "resnet50", "seq_len": "", "framework": "MXNet", "precision": "amp",
+             "source": mlperf}
+    path = published_rows(tmp_path, [
+        {**mxnet, "image_size": "224"}, {**mxnet, "image_size": "160"},
+        {**mxnet, "image_size": "128", "precision": "fp32"},
+        {**mxnet, "image_size": "192", "framework": "PyTorch",
+         "source": "published: NVIDIA/DeepLearningExamples PyTorch/README.md"}])
+    assert build_cards_script().fused_normalisation_sizes(path) == {
         ("resnet50", None, None, None, True), ("resnet50", 160, None, None, True)}
 
 
