@@ -83,6 +83,7 @@ class Candidates:
             "network_gbps": c["network_gbps"], "interconnect": c["interconnect"],
             "accumulation": c["accumulation"], "checkpointing": c["checkpointing"],
             "sharded": c["sharded"], "channels_last": np.full(n, float(workload.channels_last)),
+            "optimizer": np.full(n, workload.optimizer),
         }
         return configuration_features(configs, {workload.model: workload.model_features()})
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from advisor.errors import AdvisorError
+from advisor.memory import OPTIMIZER_STATE_BYTES, optimizer_for
 from advisor.physics import (
     SILICON_KEY,
     dense_codes,
@@ -39,7 +40,10 @@ NUMBER_KEYS = ("params", "flops_per_sample", "gradient_bytes", "activation_bytes
 # operator class, gpuadvisor.cards.OPERATOR_COLUMNS) prices each class at its own roofline; a
 # card without it is priced from its totals. `intra_node_gb_s` = the all-reduce bandwidth per
 # GPU inside a node, from the node's interconnect and the GPU's links (physics.intra_node_gb_s).
-OPTIONAL_KEYS = ("tensors", *OPERATOR_COLUMNS, "intra_node_gb_s")
+# `optimizer_state_bytes` = the state the optimizer keeps a parameter (advisor.memory.
+# OPTIMIZER_STATE_BYTES), which its update reads and writes once per optimizer step: the
+# configuration's `optimizer` where it names one, else its card's recipe's.
+OPTIONAL_KEYS = ("tensors", *OPERATOR_COLUMNS, "intra_node_gb_s", "optimizer_state_bytes")
 PER_SAMPLE_KEYS = ("flops_per_sample", "activation_bytes",
                    *(c for c in OPERATOR_COLUMNS if c.endswith("_per_sample")))
 FEATURE_KEYS = STRING_KEYS + NUMBER_KEYS + ("spot",)
@@ -68,6 +72,10 @@ HOST_KEY = "host_op_us"
 # recipes run 16-bit convolutions so: DLE's ConvNets benchmark AMP with `--memory-format nhwc`,
 # MXNet's and MLPerf's are NHWC) and a run of the profiler's, whose zoo models are NCHW, as NCHW.
 LAYOUT_KEY = "channels_last"
+# Optional: the optimizer a configuration trains with (advisor.memory.OPTIMIZER_STATE_BYTES
+# names them): a workload's, or a trial's `extra.optimizer` (the profiler's workers record
+# theirs); where absent, the card's recipe's (advisor.memory.optimizer_for).
+OPTIMIZER_KEY = "optimizer"
 
 # Per-node network bandwidth when neither the trial nor the catalog says (Gbit/s): GCP gives
 # 2 Gbps per vCPU up to 16 on N1 machines, EC2 GPU instances start at 10-25; a local run
@@ -92,7 +100,16 @@ def card_features(card: Mapping[str, Any]) -> dict[str, float | None]:
         **{key: _num(card.get(key, extra.get(key))) for key in OPERATOR_COLUMNS},
         "image_size": _num(card.get("image_size")),
         "seq_len": _num(card.get("seq_len")),
+        "optimizer_state_bytes": _recipe_state_bytes(card),
     }
+
+
+def _recipe_state_bytes(card: Mapping[str, Any]) -> float | None:
+    """The optimizer state of a card's recipe a parameter; None for a card of no task (the
+    store's `models` rows), which the physics prices as SGD with momentum."""
+    if not card.get("task"):
+        return None
+    return OPTIMIZER_STATE_BYTES[optimizer_for(str(card["task"]), card.get("optimizer"))]
 
 
 def model_features(store_models: Iterable[Mapping[str, Any]] = ()) -> dict[str, dict]:
@@ -189,6 +206,9 @@ def configuration_features(
         missing = np.nan if key in OPTIONAL_KEYS else 0.0
         per_model = np.array([_or(_num(card.get(key)), missing) for card in cards], dtype=float)
         out[key] = per_model[model_index]
+    given = _optimizer_state_bytes(configs.get(OPTIMIZER_KEY), n)
+    out["optimizer_state_bytes"] = np.where(np.isfinite(given), given,
+                                            out["optimizer_state_bytes"])
     scale = _input_scale(configs, cards, model_index, n)
     for key in PER_SAMPLE_KEYS:
         out[key] = out[key] * scale
@@ -218,6 +238,21 @@ def configuration_features(
                                str(link_names[p % len(link_names)]) or None) for p in pairs]
     out["intra_node_gb_s"] = np.array(bandwidth, dtype=float)[pair_index]
     return out
+
+
+def _optimizer_state_bytes(names, n: int) -> np.ndarray:
+    """Each configuration's optimizer state a parameter, NaN where it names no optimizer;
+    FeatureError naming the accepted ones for an unknown name."""
+    if names is None:
+        return np.full(n, np.nan)
+    names, index = factorize(_strings(names))
+    known = []
+    for name in names:
+        if name and name.lower() not in OPTIMIZER_STATE_BYTES:
+            raise FeatureError(f"unknown optimizer {str(name)!r}; one of "
+                               f"{', '.join(OPTIMIZER_STATE_BYTES)}")
+        known.append(OPTIMIZER_STATE_BYTES[name.lower()] if name else np.nan)
+    return np.array(known, dtype=float)[index]
 
 
 def no_bf16_message(gpu: str) -> str:
@@ -291,7 +326,7 @@ def _card_names(configs: Mapping[str, Any], model: np.ndarray) -> np.ndarray:
 def _columns(rows: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
     return {key: np.array([r.get(key) for r in rows], dtype=object)
             for key in CONFIG_KEYS + INPUT_SIZE_KEYS + LINK_KEYS
-            + (CARD_KEY, HOST_KEY, LAYOUT_KEY) + LAYOUT_KEYS}
+            + (CARD_KEY, HOST_KEY, LAYOUT_KEY, OPTIMIZER_KEY) + LAYOUT_KEYS}
 
 
 def _trial_config(trial: Mapping[str, Any]) -> dict:
@@ -311,6 +346,7 @@ def _trial_config(trial: Mapping[str, Any]) -> dict:
         "network_gbps": _num(extra.get("network_gbps")) or network_gbps(provider, trial),
         "image_size": trial.get("image_size"), "seq_len": trial.get("seq_len"),
         CARD_KEY: extra.get(CARD_KEY), HOST_KEY: _num(extra.get(HOST_KEY)),
+        OPTIMIZER_KEY: extra.get(OPTIMIZER_KEY),
         LAYOUT_KEY: float(bool(extra[LAYOUT_KEY] if LAYOUT_KEY in extra
                                else is_published(str(trial.get("source") or "")))),
         "interconnect": extra.get("interconnect") or _catalog_links().get(

@@ -28,7 +28,8 @@ maximum of the class's sums. A training step of one worker then costs
       + a_grouped * sum t_c over depthwise convolutions, whichever side binds
       + a_mem * (sum B_c*b + step bytes + gradient bytes) / BW_mem   (memory-bound classes;
                       the gradient bytes the trace never sees, untraced_gradient_bytes: the
-                      optimizer's once per optimizer step, on its shard under FSDP, 3G of
+                      optimizer's once per optimizer step, on its shard under FSDP (20
+                      bytes a parameter for SGD with momentum, 28 for Adam), 3G of
                       accumulation's adds on (A-1)/A of micro-steps, 4G of an all-reduce's
                       bucket copies;
                       under autocast B_c at the widths autocast gives each tensor: a
@@ -73,6 +74,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from advisor.memory import OPTIMIZER_STATE_BYTES
 from advisor.sharding import (
     accumulating_share,
     autocast_rows,
@@ -195,9 +197,13 @@ HALF_BYTES = 0.5
 # A card without the operator split: its saved activations are written in the forward pass
 # and read in the backward pass (its FLOPs are the `unsplit_*` terms' work).
 ACTIVATION_PASSES = 2.0
-# SGD with momentum in FP32 reads weight, gradient and momentum and writes weight and
-# momentum once a step: 5 x 4 bytes per parameter (Adam: 7 x 4).
-OPTIMIZER_BYTES_PER_PARAM = 20.0
+# An optimizer step reads each fp32 weight and its gradient and writes the weight (12 bytes a
+# parameter), and reads and writes its state (`optimizer_state_bytes`, advisor.memory.
+# OPTIMIZER_STATE_BYTES): SGD with momentum 5 x 4 bytes a parameter, Adam, AdamW and LAMB
+# 7 x 4 (LAMB's two norms, a read of the weight and of its update, not counted). A row that
+# names no optimizer (features from before it was one) is priced as SGD with momentum.
+UPDATE_WEIGHT_BYTES = 12.0
+DEFAULT_OPTIMIZER = "sgd"
 # Under accumulation a micro-step's weight gradient is added into the accumulated one (autograd's
 # AccumulateGrad: .grad += g, in fp32 whatever the compute dtype): it reads both and writes
 # the sum, three passes over the gradients that the card's trace, of one step whose gradients
@@ -606,12 +612,20 @@ def untraced_gradient_bytes(features: dict, n: int, traffic: np.ndarray) -> np.n
     micro-step, sharding.communication_scale)."""
     grad = _arr(features, "gradient_bytes")
     workers = _arr(features, "nodes") * _arr(features, "gpus_per_node")
-    update = OPTIMIZER_BYTES_PER_PARAM * np.nan_to_num(_arr(features, "params")) \
+    update = optimizer_update_bytes(features, n) * np.nan_to_num(_arr(features, "params")) \
         * optimizer_scale(features, n)
     accumulate = ACCUMULATE_GRADIENT_PASSES * grad * accumulating_share(features, n)
     data_parallel = ~is_in(features, "sync", ["ps"]) & (workers > 1)
     buckets = np.where(data_parallel, BUCKET_COPY_PASSES * grad * traffic, 0.0)
     return update + accumulate + buckets
+
+
+def optimizer_update_bytes(features: dict, n: int) -> np.ndarray:
+    """Bytes an optimizer step moves a parameter: the weight's read and write, the gradient's
+    read, and its state's read and write (UPDATE_WEIGHT_BYTES, `optimizer_state_bytes`)."""
+    state = _optional(features, "optimizer_state_bytes", n)
+    state = np.where(np.isfinite(state), state, OPTIMIZER_STATE_BYTES[DEFAULT_OPTIMIZER])
+    return UPDATE_WEIGHT_BYTES + 2.0 * state
 
 
 def kernels_per_step(features: dict, n: int) -> np.ndarray:

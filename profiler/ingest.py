@@ -63,7 +63,7 @@ def trial_row(result: dict, expected_world: int) -> tuple[dict[str, Any], str | 
     row = {k: v for k, v in result.items() if k in TRIAL_COLUMNS and k != "extra"}
     row["extra"] = {"world_size": result.get("world_size"), "device": result.get("device"),
                     "global_step": result.get("global_step"),
-                    "host_op_us": result.get("host_op_us")}
+                    "host_op_us": result.get("host_op_us"), "optimizer": result.get("optimizer")}
     error = None
     if result.get("world_size") != expected_world:
         error = (f"the job finished with {result.get('world_size')} of {expected_world} worker "

@@ -47,6 +47,11 @@ EVALUATE_EVERY_S = 0.5  # rank 0 re-runs the stopping rule at most this often
 # of small kernels waits on the host at that rate whatever the GPU, and the rate is the
 # machine's (a VM's CPU, the driver), so each trial records its own (`host_op_us`).
 DISPATCH_PROBE_OPS = 500
+# Every model trains with SGD with momentum, whatever its recipe's optimizer: a step's cost, not
+# its convergence, is measured. Each result names it (advisor.memory.OPTIMIZER_STATE_BYTES),
+# since the update's traffic depends on it.
+OPTIMIZER = "sgd"
+MOMENTUM = 0.9
 DISPATCH_PROBE_ROUNDS = 5
 
 
@@ -272,7 +277,7 @@ class Trainer:
         with torch.device(self.device):
             model = self.zoo.build_model(c.model, image_size=c.image_size, seq_len=c.seq_len)
         self.module = model.to(self.device)
-        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=MOMENTUM)
         # gpuadvisor.vocab.PRECISION_MEANING: fp32 is PyTorch's default (convolutions in TF32
         # on Ampere and later, matmuls in FP32), tf32 turns TF32 on for matmuls too (CPUs
         # compute plain FP32).
@@ -494,7 +499,7 @@ class Trainer:
             checkpoint_restore_s=self.restored.seconds if self.restored else None,
             checkpoint_bytes=self.saves[-1].bytes if self.saves else None,
             global_step=self.step, software=software_versions(),
-            host_op_us=host_dispatch_us(self.device),
+            host_op_us=host_dispatch_us(self.device), optimizer=OPTIMIZER,
         )
 
     def close(self) -> None:

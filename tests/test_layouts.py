@@ -92,7 +92,10 @@ def test_the_optimizers_bytes_are_charged_once_per_optimizer_step_on_its_shard()
     features, flat, n = plain_h100_plans()
     memory = physics.TERMS.index("memory")
     bandwidth = features["gpu_mem_bw_gbps"] * 1e9
-    update = physics.OPTIMIZER_BYTES_PER_PARAM * features["params"] / bandwidth
+    # AdamW, the 8B model's recipe: the weight and gradient read, the weight written (12
+    # bytes), its two moments read and written (16)
+    assert (features["optimizer_state_bytes"] == 8).all()
+    update = 28 * features["params"] / bandwidth
     accumulate = 3 * features["gradient_bytes"] / bandwidth
     workers = features["nodes"] * features["gpus_per_node"]
     # DDP's copies into its buckets and back, once per all-reduce (FSDP: per byte it moves)

@@ -31,9 +31,20 @@ def test_compute_and_memory_terms_of_one_fp32_gpu():
     assert t["unsplit_fp32"] == pytest.approx(1e9 * 100 / 15.7e12)  # V100 FP32 peak
     assert t["compute_fp32"] == t["compute_tensor"] == t["unsplit_tensor"] == 0
     # saved activations written and read once, and the optimizer's 20 bytes per parameter
+    # (a row that names no optimizer: SGD with momentum)
     assert t["memory"] == pytest.approx((2 * 1e6 * 100 + 20 * 1e6) / 900e9)  # 900 GB/s
     assert t["fixed"] == 1
     assert t["allreduce_inter"] == t["allreduce_intra"] == t["ps_link"] == t["ps_server"] == 0
+
+
+def test_the_update_moves_the_optimizers_state():
+    """Weight read and written, gradient read (12 bytes a parameter), and the state read and
+    written: SGD with momentum 4 bytes of it, Adam 8."""
+    def memory(state):
+        return terms(optimizer_state_bytes=state)["memory"] * 900e9 - 2 * 1e6 * 100
+    assert memory(4.0) == pytest.approx(20e6)
+    assert memory(8.0) == pytest.approx(28e6)
+    assert memory(float("nan")) == pytest.approx(20e6)
 
 
 def test_precision_picks_the_roofline():

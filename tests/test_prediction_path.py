@@ -124,6 +124,26 @@ def test_a_trial_carries_what_its_host_takes_to_dispatch_an_operator(recommended
     assert value[0] == pytest.approx(plans["throughput"][0], rel=1e-12) and value[1] < value[0]
 
 
+def test_a_trial_carries_its_optimizer(recommended):
+    """The update reads and writes the optimizer's state: a trial that records
+    `extra.optimizer` (the profiler's workers do) is priced with its state, one that does not
+    with its card's recipe's (a ResNet's SGD, as every candidate of this workload); an unknown
+    name is refused with the accepted ones."""
+    workload, plans, artifact = recommended
+    trial = trial_of(plans, 0, workload)
+    adam = {**trial, "extra": {**trial["extra"], "optimizer": "Adam"}}
+    features, kept, _ = trial_features([trial, adam], model_features())
+    assert len(kept) == 2 and features["optimizer_state_bytes"].tolist() == [4.0, 8.0]
+    value = artifact.predict("throughput", features).value
+    assert value[0] == pytest.approx(plans["throughput"][0], rel=1e-12) and value[1] < value[0]
+    bert = {**trial, "model": "bert_large"}  # a text model's recipe: AdamW
+    assert trial_features([bert], model_features())[0]["optimizer_state_bytes"].tolist() == [8.0]
+    _, kept, skipped = trial_features(
+        [{**trial, "extra": {"optimizer": "adagrad"}}], model_features())
+    assert not kept and list(skipped) == ["unknown optimizer 'adagrad'; one of sgd, adamw, "
+                                          "adam, lamb, rmsprop"]
+
+
 def test_a_trial_carries_its_memory_format(recommended):
     """A published figure is taken as channels-last (tuned recipes), the profiler's own runs
     as NCHW (its zoo's models are), and a trial that records `extra.channels_last` as it

@@ -63,6 +63,7 @@ def test_sweep_measures_one_and_two_nodes(swept):
             assert trial["throughput"] > 0 and trial["steps_measured"] > 0
             assert trial["extra"]["world_size"] == trial["nodes"]
             assert trial["extra"]["host_op_us"] > 0  # the machine's dispatch cost, recorded
+            assert trial["extra"]["optimizer"] == "sgd"  # the workers' own, whatever the recipe
             assert trial["provider"] == "local" and trial["sync"] == "allreduce"
             assert trial["price_per_node_hour"] == 0 and trial["software"]["torch"]
             startups = store.rows("startups", {"trial_id": trial["id"]})

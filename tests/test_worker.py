@@ -36,6 +36,7 @@ def test_bf16_autocast_and_periodic_checkpoints(tmp_path, one_thread):
     assert result["peak_allocated_bytes"] is None and result["peak_reserved_bytes"] is None
     # What one tiny operator costs this machine's host: microseconds, not milliseconds.
     assert 0 < result["host_op_us"] < 1000
+    assert result["optimizer"] == "sgd"  # what the update's traffic is priced as
     assert records[-1]["type"] == "result"  # worker_exit comes from main(), around the trainer
 
 
