@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from advisor.errors import AdvisorError
-from advisor.memory import OPTIMIZER_STATE_BYTES, optimizer_for
+from advisor.memory import OPTIMIZER_STATE_BYTES, recipe_optimizer
 from advisor.physics import (
     SILICON_KEY,
     dense_codes,
@@ -74,7 +74,8 @@ HOST_KEY = "host_op_us"
 LAYOUT_KEY = "channels_last"
 # Optional: the optimizer a configuration trains with (advisor.memory.OPTIMIZER_STATE_BYTES
 # names them): a workload's, or a trial's `extra.optimizer` (the profiler's workers record
-# theirs); where absent, the card's recipe's (advisor.memory.optimizer_for).
+# theirs, a published row its `optimizer` column); where absent, the card's recipe's
+# (advisor.memory.recipe_optimizer).
 OPTIMIZER_KEY = "optimizer"
 
 # Per-node network bandwidth when neither the trial nor the catalog says (Gbit/s): GCP gives
@@ -109,7 +110,7 @@ def _recipe_state_bytes(card: Mapping[str, Any]) -> float | None:
     store's `models` rows), which the physics prices as SGD with momentum."""
     if not card.get("task"):
         return None
-    return OPTIMIZER_STATE_BYTES[optimizer_for(str(card["task"]), card.get("optimizer"))]
+    return OPTIMIZER_STATE_BYTES[recipe_optimizer(card)]
 
 
 def model_features(store_models: Iterable[Mapping[str, Any]] = ()) -> dict[str, dict]:

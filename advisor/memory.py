@@ -32,6 +32,12 @@ MIB = 2.0**20
 OPTIMIZER_STATE_BYTES = {"sgd": 4.0, "adamw": 8.0, "adam": 8.0, "lamb": 8.0, "rmsprop": 8.0}
 # The optimizer a card's task is trained with when the card does not say (the zoo's recipes).
 TASK_OPTIMIZER = {"image": "sgd", "text": "adamw", "recommendation": "adam"}  # NCF: Adam
+# Image families whose published recipes train with another: EfficientNet with RMSprop, decay
+# and momentum 0.9 (Tan & Le 2019; NVIDIA DeepLearningExamples' PyTorch EfficientNet README,
+# "This model uses RMSprop"); DeiT's ViT, Swin and ConvNeXt with AdamW (Touvron et al. 2021,
+# Liu et al. 2021, Liu et al. 2022).
+FAMILY_OPTIMIZER = {"efficientnet": "rmsprop", "vit": "adamw", "swin": "adamw",
+                    "convnext": "adamw"}
 # Autocast (amp, bf16) caches a 16-bit copy of each weight for the step, and saves most
 # activations for backward in 16 bits: the card's `autocast_activation_bytes_per_sample` says
 # how many bytes (profiler/autocast_memory.py); a card without it is counted at half its fp32
@@ -123,13 +129,20 @@ def _bytes(value) -> float | None:
     return None if value in (None, "") or not np.isfinite(float(value)) else float(value)
 
 
-def optimizer_for(task: str, optimizer: str | None = None) -> str:
-    """The card's optimizer, else its task's; ValueError naming the accepted ones."""
-    name = (optimizer or TASK_OPTIMIZER.get(task, "adamw")).lower()
+def optimizer_for(task: str, optimizer: str | None = None, family: str | None = None) -> str:
+    """The card's optimizer, else its family's recipe's, else its task's; ValueError naming
+    the accepted ones."""
+    name = (optimizer or FAMILY_OPTIMIZER.get(family or "")
+            or TASK_OPTIMIZER.get(task, "adamw")).lower()
     if name not in OPTIMIZER_STATE_BYTES:
         raise ValueError(f"unknown optimizer {name!r}; one of "
                          f"{', '.join(OPTIMIZER_STATE_BYTES)}")
     return name
+
+
+def recipe_optimizer(card) -> str:
+    """The optimizer a model card's recipe trains with (`optimizer_for` of its columns)."""
+    return optimizer_for(card["task"], card.get("optimizer"), card.get("family"))
 
 
 def state_mib(model: ModelMemory, remedy: Remedy, workers) -> np.ndarray:

@@ -16,7 +16,7 @@ from functools import cache
 import numpy as np
 
 from advisor.errors import ParameterError
-from advisor.memory import ModelMemory, optimizer_for
+from advisor.memory import ModelMemory, recipe_optimizer
 from gpuadvisor.cards import (
     INPUT_SIZE,
     MAKE_A_CARD,
@@ -209,7 +209,7 @@ def build_workload(
                             "tokens, samples and epochs, or steps",
                             "tokens", "samples", "epochs", "steps")
     try:
-        optimizer = optimizer_for(card["task"], card.get("optimizer"))
+        optimizer = recipe_optimizer(card)
     except ValueError as error:
         raise WorkloadError(f"model card {card['model']}: {error}") from None
     per_gpu = int(batch_per_gpu or float(card["batch_per_gpu"]))

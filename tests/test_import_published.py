@@ -532,6 +532,25 @@ def test_a_recipes_memory_format_reaches_the_features():
     assert features[LAYOUT_KEY].tolist() == [0.0, 1.0, 0.0]
 
 
+def test_a_benchmarks_own_optimizer_reaches_the_features():
+    """timm's benchmark steps SGD whatever the model's recipe (`--opt` defaults to sgd): its
+    rows say so, and a ViT's are priced with SGD's state where the recipe's AdamW keeps twice
+    it; a row without the column gets the recipe's, an unknown name is refused."""
+    from advisor.features import model_features, trial_features
+
+    rows = _shipped()
+    timm = [r for r in rows if "pytorch-image-models" in r["source"]]
+    assert len(timm) == 129 and {r["optimizer"] for r in timm} == {"sgd"}
+    assert {r["optimizer"] for r in rows if r not in timm} == {""}
+    vit = next(r for r in timm if r["model"] == "vit_b16")
+    trials = [trial_row(vit), trial_row({**vit, "optimizer": ""})]
+    assert [t["extra"].get("optimizer") for t in trials] == ["sgd", None]
+    features, _, _ = trial_features(trials, model_features())
+    assert features["optimizer_state_bytes"].tolist() == [4.0, 8.0]
+    with pytest.raises(ValueError, match="optimizer is 'adagrad', expected one of sgd"):
+        trial_row({**vit, "optimizer": "Adagrad"})
+
+
 def test_another_benchmarks_table_needs_only_its_configurations_and_figures(tmp_path):
     """A table with the required columns alone imports: its names as published are the names
     it gives, its input sizes the cards', the table itself its software stack and citation."""

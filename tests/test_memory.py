@@ -148,6 +148,19 @@ def test_an_unknown_optimizer_names_the_known_ones():
         memory.optimizer_for("text", "adafactor")
 
 
+def test_a_cards_recipe_names_its_optimizer():
+    """The card's own, else its family's published recipe's (EfficientNet's RMSprop; DeiT's
+    ViT, Swin's and ConvNeXt's AdamW), else its task's."""
+    cards = load_cards()
+    recipes = {name: memory.recipe_optimizer(cards[name]) for name in (
+        "resnet50", "efficientnet_b0", "vit_b16", "swin_tiny", "convnext_tiny", "bert_large",
+        "ncf")}
+    assert recipes == {"resnet50": "sgd", "efficientnet_b0": "rmsprop", "vit_b16": "adamw",
+                       "swin_tiny": "adamw", "convnext_tiny": "adamw", "bert_large": "adamw",
+                       "ncf": "adam"}
+    assert memory.recipe_optimizer({**cards["vit_b16"], "optimizer": "SGD"}) == "sgd"
+
+
 # The most the estimate may ask for beyond what a run used: an over-estimate costs batch, not
 # a crash.
 OVER_ASK = 1.3
@@ -168,8 +181,8 @@ def test_every_shipped_measurement_ran_at_a_batch_the_estimate_fits(row):
     over-ask (OVER_ASK, as on the H200) can put them past it: up to 1.15x here (ResNet-50 at
     512 on the RTX 3090's 24 GB)."""
     card = load_cards()[row["model"]]
-    model = model_memory(card, row["precision"], memory.optimizer_for(card["task"]),
-                         input_scale(row, card))
+    optimizer = row["optimizer"] or memory.recipe_optimizer(card)  # timm's benchmark: SGD
+    model = model_memory(card, row["precision"], optimizer, input_scale(row, card))
     # The file names 32 GB V100s (DGX-1 32G, DGX-2) `V100` as its throughput fit groups them;
     # memory is what they differ in.
     gpu = "V100-32GB" if "32G" in row["gpu_as_published"] else row["gpu"]

@@ -23,7 +23,9 @@ tuned recipe's channels-last, `advisor.features.LAYOUT_KEY`), and interconnect w
 optional `interconnect` says how the node linked its GPUs (PCIe for a server without NVLink
 bridges, whose GPUs have NVLink on the datasheet), and the layout where the optional
 `sharded`, `checkpointing` and `accumulation` columns give it (an LLM table's FSDP runs with
-activation checkpointing). Where the optional column
+activation checkpointing), and optimizer where the optional `optimizer` column names what
+the run stepped where it is not the model's recipe's (timm's benchmark steps SGD). Where the
+optional column
 `mean_seq_len` gives the mean length a sequence was padded to (an input pipeline that pads a
 batch only to its longest sequence), that is the trial's `seq_len`, the workload it measured,
 and `extra.max_seq_len` keeps the published maximum.
@@ -41,6 +43,7 @@ from typing import Any
 
 from advisor.features import LAYOUT_KEY
 from advisor.importers import ImportDataError, ImportResult, already_imported, fingerprint
+from advisor.memory import OPTIMIZER_STATE_BYTES
 from cloud.gpus import gpu_spec
 from gpuadvisor import data
 from gpuadvisor.cards import (
@@ -165,6 +168,18 @@ def _layout(row: dict[str, str]) -> dict[str, Any]:
     return layout
 
 
+def _optimizer(row: dict[str, str]) -> dict[str, str]:
+    """`extra.optimizer` of a row whose `optimizer` column names what the run stepped (a
+    benchmark's own, where it is not the model's recipe's); nothing where empty."""
+    given = (row.get("optimizer") or "").strip().lower()
+    if not given:
+        return {}
+    if given not in OPTIMIZER_STATE_BYTES:
+        raise ValueError(f"optimizer is {given[:20]!r}, expected one of "
+                         f"{', '.join(OPTIMIZER_STATE_BYTES)} or empty (the model's recipe's)")
+    return {"optimizer": given}
+
+
 def _memory_format(row: dict[str, str]) -> dict[str, bool]:
     """`extra.channels_last` of a row whose `memory_format` says it (nothing where empty)."""
     given = (row.get("memory_format") or "").strip().lower()
@@ -284,7 +299,7 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
     layout = _layout(row)
     extra = ({"network_gbps": _positive(row["network_gbps"], "network_gbps")}
              if row.get("network_gbps") else {}) | _memory_format(row) | _interconnect(row) \
-        | layout
+        | layout | _optimizer(row)
     seq_len, max_seq_len = workload_seq_len(row), _int(row["seq_len"], "seq_len")
     if seq_len != max_seq_len:
         extra["max_seq_len"] = max_seq_len
