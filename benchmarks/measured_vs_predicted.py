@@ -13,7 +13,7 @@ seen the GPU), or on an artifact fitted without them:
     .venv/bin/python scripts/build_artifact.py --output no_h200.json --leave-out h200.json
 
 After the refit the same rows are in-sample and read `measured`. The memory
-estimate is taken for the optimizer the worker trains with (SGD with momentum) and without
+estimate is taken for the optimizer the trial stepped (the worker's SGD with momentum) and without
 the CUDA context and cuDNN/cuBLAS workspaces, which torch's peaks do not count. A trial
 marked suspect (`extra.suspect`: it ran an implementation its card no longer describes) is
 listed with its reason and left out of the figures, as the fit leaves it out.
@@ -33,17 +33,19 @@ import numpy as np
 from advisor.artifact import load_artifact
 from advisor.features import model_features, trial_features
 from advisor.importers.published import is_suspect
-from advisor.memory import NONE, ModelMemory, allocated_mib
+from advisor.memory import NONE, ModelMemory, allocated_mib, recipe_optimizer
 from gpuadvisor.cards import load_cards
 
-WORKER_OPTIMIZER = "sgd"  # profiler/worker.py trains every model with SGD + momentum
 MIB = 2.0**20
 
 
-def estimated_tensors_mib(card: dict, precision: str, batch: int) -> float:
-    """The estimate of what torch allocates at the peak of the worker's step."""
-    return float(allocated_mib(ModelMemory.from_card(card, precision, WORKER_OPTIMIZER), NONE,
-                               batch))
+def estimated_tensors_mib(card: dict, trial: dict) -> float:
+    """The estimate of what torch allocates at the peak of the worker's step, with the
+    optimizer the trial stepped (`extra.optimizer`, which the workers record), else the
+    card's recipe's."""
+    optimizer = (trial.get("extra") or {}).get("optimizer") or recipe_optimizer(card)
+    return float(allocated_mib(ModelMemory.from_card(card, trial["precision"], optimizer),
+                               NONE, trial["batch_per_gpu"]))
 
 
 def main() -> None:
@@ -74,7 +76,7 @@ def main() -> None:
             continue
         ratios.append(value / t["throughput"])
         inside.append(lo <= t["throughput"] <= hi)
-        est = estimated_tensors_mib(cards[t["model"]], t["precision"], t["batch_per_gpu"]) / 1024
+        est = estimated_tensors_mib(cards[t["model"]], t) / 1024
         alloc = t["peak_allocated_bytes"] / MIB / 1024
         # At fp32 and tf32 cuDNN's autotuning allocates transient workspaces: kept apart.
         autotuned = t["precision"] in ("fp32", "tf32")
