@@ -108,6 +108,7 @@ def recommend(
     global_batch: int | None = None,
     batch_policy: str = "fixed-global",
     channels_last: bool = False,
+    optimizer: str | None = None,
     providers: str | Sequence[str] = (),
     regions: str | Sequence[str] = (),
     gpus: str | Sequence[str] = (),
@@ -139,8 +140,9 @@ def recommend(
     cluster gets the micro-batch, accumulation steps and memory remedy its GPUs fit that the
     estimator prices fastest. `channels_last`: the job keeps its tensors channels-last
     (NHWC), as tuned recipes do; PyTorch's default NCHW pays cuDNN's transposes around each
-    16-bit convolution. Raises AdvisorError (ParameterError for bad input, NoPlanError
-    when nothing fits or meets the constraints)."""
+    16-bit convolution. `optimizer` (sgd, adamw, adam, lamb, rmsprop; default: the card's
+    recipe's) sets the state each GPU holds and each update moves. Raises AdvisorError
+    (ParameterError for bad input, NoPlanError when nothing fits or meets the constraints)."""
     from advisor.artifact import ArtifactError, load_artifact
     from advisor.candidates import Filters, enumerate_candidates
     from advisor.optimizer import rank_plans
@@ -162,7 +164,7 @@ def recommend(
                           batch_per_gpu=batch_per_gpu, precision=precision, tokens=tokens,
                           seq_len=seq_len, image_size=image_size,
                           global_batch=global_batch, batch_policy=batch_policy,
-                          channels_last=channels_last)
+                          channels_last=channels_last, optimizer=optimizer)
     offerings, as_of, stale = _catalog(catalog)
     notes = [*stale, *work.warnings()]
     filters = Filters(_names(providers, "providers"), _names(regions, "regions"),

@@ -16,7 +16,7 @@ from functools import cache
 import numpy as np
 
 from advisor.errors import ParameterError
-from advisor.memory import ModelMemory, recipe_optimizer
+from advisor.memory import ModelMemory, optimizer_for, recipe_optimizer
 from gpuadvisor.cards import (
     INPUT_SIZE,
     MAKE_A_CARD,
@@ -169,6 +169,7 @@ def build_workload(
     global_batch: int | None = None,
     batch_policy: str = "fixed-global",
     channels_last: bool = False,
+    optimizer: str | None = None,
 ) -> Workload:
     """A Workload from the model card (at `seq_len` / `image_size` when given: the model's
     card at that size), with the user's overrides checked. `tokens` (20B, 1.5T or a number)
@@ -176,7 +177,9 @@ def build_workload(
     `steps` are counts too (1.28M, 90k).
     `batch_per_gpu` is the per-GPU batch under the fixed-per-gpu policy and caps the
     micro-batch under fixed-global; `global_batch` defaults to the card's recipe;
-    `channels_last`: the job keeps its tensors NHWC (else PyTorch's NCHW)."""
+    `channels_last`: the job keeps its tensors NHWC (else PyTorch's NCHW); `optimizer`: what
+    it steps (advisor.memory.OPTIMIZER_STATE_BYTES names them; default: the card's recipe's),
+    whose state each GPU holds and each update reads and writes."""
     from advisor.features import card_features
     from gpuadvisor.cards import OPERATOR_COLUMNS
 
@@ -208,8 +211,13 @@ def build_workload(
         raise WorkloadError(f"the card of {card['model']} sets no amount of data; give "
                             "tokens, samples and epochs, or steps",
                             "tokens", "samples", "epochs", "steps")
+    if optimizer is not None:
+        try:
+            optimizer = optimizer_for(card["task"], optimizer)
+        except ValueError as error:
+            raise WorkloadError(str(error), "optimizer") from None
     try:
-        optimizer = recipe_optimizer(card)
+        optimizer = optimizer or recipe_optimizer(card)
     except ValueError as error:
         raise WorkloadError(f"model card {card['model']}: {error}") from None
     per_gpu = int(batch_per_gpu or float(card["batch_per_gpu"]))

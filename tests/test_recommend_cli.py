@@ -174,6 +174,20 @@ def test_plot_writes_a_png(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_optimizer_is_the_recipes_unless_given():
+    """ResNet-50's recipe steps SGD; asked for LAMB, each GPU holds and each update moves its
+    two moments, so no plan runs faster."""
+    recipe = as_json("--model", "resnet50", "--deadline", "2d", "--gpu", "A100")
+    lamb = as_json("--model", "resnet50", "--deadline", "2d", "--gpu", "A100",
+                   "--optimizer", "LAMB")
+    assert (recipe["workload"]["optimizer"], lamb["workload"]["optimizer"]) == ("sgd", "lamb")
+    speed = {(p["instance_type"], p["nodes"], p["market"], p["region"]): p["throughput"]
+             for p in recipe["plans"]}
+    shared = [(speed[k], p["throughput"]) for p in lamb["plans"]
+              if (k := (p["instance_type"], p["nodes"], p["market"], p["region"])) in speed]
+    assert shared and all(slower <= faster for faster, slower in shared)
+
+
 @pytest.mark.parametrize("args, message", [
     (["resnt50", "--deadline", "24h"], "unknown model 'resnt50'; closest: resnet50"),
     (["--model", "resnet50", "--deadline", "24x"], "deadline '24x' is not understood"),
@@ -189,6 +203,8 @@ def test_plot_writes_a_png(tmp_path):
      "unknown GPU B300; the catalog has"),
     (["--model", "resnet50", "--deadline", "1d", "--precision", "fp8"],
      "precision 'fp8' is not known; use one of fp32, tf32, amp, bf16"),
+    (["--model", "resnet50", "--deadline", "1d", "--optimizer", "adagrad"],
+     "unknown --optimizer 'adagrad'; one of sgd, adamw, adam, lamb, rmsprop"),
     (["--model", "resnet50", "--deadline", "1d", "--epochs", "0"], "--epochs must be positive"),
     (["--model", "resnet50", "--deadline", "1d", "--steps", "100", "--epochs", "3"],
      "either --steps"),

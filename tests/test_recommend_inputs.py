@@ -53,6 +53,22 @@ def test_workload_defaults_come_from_the_card_and_overrides_win():
     assert per_gpu.total_samples(np.array([1, 8])).tolist() == [102400, 102400]
 
 
+def test_the_optimizer_defaults_to_the_recipe_and_an_override_wins():
+    """Its state is held on each GPU (AdamW: 8 bytes a parameter beside SGD's 4) and read and
+    written by each update, so the same cluster fits less and steps slower."""
+    from advisor.memory import NONE, need_mib, state_mib
+
+    assert build_workload(CARDS, "tinynet").optimizer == "sgd"  # an image model's recipe
+    sgd, adamw = (build_workload(CARDS, "hugenet", optimizer=name) for name in ("SGD", "adamw"))
+    assert (sgd.optimizer, adamw.optimizer) == ("sgd", "adamw")
+    states = [float(state_mib(w.memory_model(), NONE, 1)[()]) for w in (sgd, adamw)]
+    assert states[1] - states[0] == pytest.approx(4 * 1.5e9 / 2**20, rel=1e-6)
+    assert need_mib(adamw.memory_model(), NONE, 1, 1) > need_mib(sgd.memory_model(), NONE, 1, 1)
+    with pytest.raises(WorkloadError, match="unknown optimizer 'adagrad'") as raised:
+        build_workload(CARDS, "tinynet", optimizer="adagrad")
+    assert raised.value.parameters == ("optimizer",)
+
+
 def test_unknown_model_names_the_closest():
     with pytest.raises(WorkloadError, match="unknown model 'tinynett'; closest: tinynet"):
         build_workload(CARDS, "tinynett")

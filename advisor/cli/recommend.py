@@ -12,6 +12,7 @@ import typer
 
 from advisor.cli.app import app
 from advisor.cli.options import ARTIFACT_OPTION, CATALOG_OPTION
+from advisor.memory import OPTIMIZER_STATE_BYTES
 from advisor.reasons import Reason
 from gpuadvisor.cli.output import emit_csv, emit_json, fail, fail_with, render_table, warn
 from gpuadvisor.durations import format_usd
@@ -114,6 +115,11 @@ def recommend(
         False, "--channels-last", help="the job keeps its tensors channels-last "
         "(`model.to(memory_format=torch.channels_last)`), as tuned recipes do; without it, "
         "PyTorch's default NCHW, cuDNN transposes around each 16-bit convolution"),
+    optimizer: str | None = typer.Option(
+        None, help=f"what the job steps: {' | '.join(OPTIMIZER_STATE_BYTES)} (default: the "
+        "card's recipe's: SGD for most image models, RMSprop for EfficientNet, AdamW for "
+        "ViT, Swin, ConvNeXt and text models, Adam for NCF); its state is held on every GPU "
+        "(or sharded under FSDP) and read and written by every update"),
     batch_per_gpu: int | None = typer.Option(
         None, "--batch-size", help="per-GPU batch under fixed-per-gpu (default: the card's); "
         "the largest micro-batch under fixed-global"),
@@ -184,7 +190,7 @@ def recommend(
                      deadline=deadline, budget=budget, confidence=confidence,
                      epochs=epochs, samples=samples, steps=steps, batch_per_gpu=batch_per_gpu,
                      global_batch=global_batch, batch_policy=batch_policy, precision=precision,
-                     channels_last=channels_last,
+                     channels_last=channels_last, optimizer=optimizer,
                      providers=provider or (), regions=region or (),
                      gpus=gpu or (), max_nodes=max_nodes, artifact=artifact, catalog=catalog,
                      top=top, market=market, max_gpus=max_gpus,
