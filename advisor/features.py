@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from advisor.errors import AdvisorError
-from advisor.memory import OPTIMIZER_STATE_BYTES, recipe_optimizer
+from advisor.memory import OPTIMIZER_STATE_BYTES, optimizer_for, recipe_optimizer
 from advisor.physics import (
     SILICON_KEY,
     dense_codes,
@@ -247,12 +247,11 @@ def _optimizer_state_bytes(names, n: int) -> np.ndarray:
     if names is None:
         return np.full(n, np.nan)
     names, index = factorize(_strings(names))
-    known = []
-    for name in names:
-        if name and name.lower() not in OPTIMIZER_STATE_BYTES:
-            raise FeatureError(f"unknown optimizer {str(name)!r}; one of "
-                               f"{', '.join(OPTIMIZER_STATE_BYTES)}")
-        known.append(OPTIMIZER_STATE_BYTES[name.lower()] if name else np.nan)
+    try:
+        known = [OPTIMIZER_STATE_BYTES[optimizer_for("", str(name))] if name else np.nan
+                 for name in names]
+    except ValueError as error:
+        raise FeatureError(str(error)) from None
     return np.array(known, dtype=float)[index]
 
 

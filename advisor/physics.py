@@ -199,9 +199,10 @@ HALF_BYTES = 0.5
 ACTIVATION_PASSES = 2.0
 # An optimizer step reads each fp32 weight and its gradient and writes the weight (12 bytes a
 # parameter), and reads and writes its state (`optimizer_state_bytes`, advisor.memory.
-# OPTIMIZER_STATE_BYTES): SGD with momentum 5 x 4 bytes a parameter, Adam, AdamW and LAMB
-# 7 x 4 (LAMB's two norms, a read of the weight and of its update, not counted). A row that
-# names no optimizer (features from before it was one) is priced as SGD with momentum.
+# OPTIMIZER_STATE_BYTES): SGD with momentum 5 x 4 bytes a parameter, Adam, AdamW, LAMB and
+# RMSprop with momentum 7 x 4 (LAMB's two norms, a read of the weight and of its update, not
+# counted). A row that names no optimizer (features from before it was one) is priced as
+# SGD with momentum.
 UPDATE_WEIGHT_BYTES = 12.0
 DEFAULT_OPTIMIZER = "sgd"
 # Under accumulation a micro-step's weight gradient is added into the accumulated one (autograd's
