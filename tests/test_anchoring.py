@@ -4,6 +4,7 @@ same GPU follows them, and fades back to the fitted model away from them."""
 from __future__ import annotations
 
 import copy
+import json
 import math
 
 import numpy as np
@@ -12,6 +13,8 @@ import pytest
 from advisor import anchoring
 from advisor.artifact import Artifact, load_artifact
 from advisor.features import configuration_features, model_features
+from advisor.fitting import software_label
+from gpuadvisor import data
 
 
 @pytest.fixture(scope="module")
@@ -68,15 +71,21 @@ def test_the_kernel_is_the_one_the_residuals_make_most_likely(cards):
 
 def test_beside_this_projects_h200_measurements_the_shipped_model_follows_them(cards):
     # ResNet-50 on an H200, measured by the profiler at batch 64 and 256 in TF32 and bf16
-    # (datasets/measurements/h200.json): one sample either side of each, the anchored
-    # prediction lies nearer the measurement than the same artifact's without its anchors.
+    # (datasets/measurements/h200.json): one sample either side of each, priced for the stack
+    # that measured them (a cell's residuals are taken with each row's own stack's effects),
+    # the anchored prediction lies nearer the measurement than the same artifact's without
+    # its anchors.
     artifact = load_artifact()
     bare = Artifact(copy.deepcopy(artifact.doc))
     del bare.doc["throughput"]["anchors"]
+    trials = json.loads(data.shipped("measurements").joinpath("h200.json").read_text())
     for precision in ("tf32", "bf16"):
         measured = artifact.predict("throughput", features(cards, (64, 256), precision=precision))
         assert list(measured.provenance) == ["measured", "measured"]
-        beside = features(cards, (63, 65, 255, 257), precision=precision)
+        (stack,) = {software_label(t) for t in trials
+                    if t["model"] == "resnet50" and t["precision"] == precision}
+        beside = {**features(cards, (63, 65, 255, 257), precision=precision),
+                  "software": np.full(4, stack)}
         nearest = np.repeat(measured.value, 2)
         anchored = artifact.predict("throughput", beside).value
         unanchored = bare.predict("throughput", beside).value
