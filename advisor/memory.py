@@ -34,8 +34,9 @@ OPTIMIZER_STATE_BYTES = {"sgd": 4.0, "adamw": 8.0, "adam": 8.0, "lamb": 8.0, "rm
 TASK_OPTIMIZER = {"image": "sgd", "text": "adamw", "recommendation": "adam"}  # NCF: Adam
 # Image families whose published recipes train with another: EfficientNet with RMSprop, decay
 # and momentum 0.9 (Tan & Le 2019; NVIDIA DeepLearningExamples' PyTorch EfficientNet README,
-# "This model uses RMSprop"); DeiT's ViT, Swin and ConvNeXt with AdamW (Touvron et al. 2021,
-# Liu et al. 2021, Liu et al. 2022).
+# "This model uses RMSprop", and its TensorFlow 2 ConvNets' `--optimizer` default,
+# utils/cmdline_helper.py@115867b5); DeiT's ViT, Swin and ConvNeXt with AdamW (Touvron et al.
+# 2021, Liu et al. 2021, Liu et al. 2022).
 FAMILY_OPTIMIZER = {"efficientnet": "rmsprop", "vit": "adamw", "swin": "adamw",
                     "convnext": "adamw"}
 # Autocast (amp, bf16) caches a 16-bit copy of each weight for the step, and saves most
