@@ -47,12 +47,12 @@ EVALUATE_EVERY_S = 0.5  # rank 0 re-runs the stopping rule at most this often
 # of small kernels waits on the host at that rate whatever the GPU, and the rate is the
 # machine's (a VM's CPU, the driver), so each trial records its own (`host_op_us`).
 DISPATCH_PROBE_OPS = 500
+DISPATCH_PROBE_ROUNDS = 5
 # Every model trains with SGD with momentum, whatever its recipe's optimizer: a step's cost, not
 # its convergence, is measured. Each result names it (advisor.memory.OPTIMIZER_STATE_BYTES),
 # since the update's traffic depends on it.
 OPTIMIZER = "sgd"
 MOMENTUM = 0.9
-DISPATCH_PROBE_ROUNDS = 5
 
 
 class WorkerConfig(BaseModel):
