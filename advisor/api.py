@@ -346,7 +346,7 @@ def describe(plans: Plans, row: int) -> dict:
 
 
 def assumptions() -> dict:
-    from advisor import memory, optimizer, risk
+    from advisor import memory, optimizer, physics, risk
 
     return {
         "draws": optimizer.DRAWS, "seed": optimizer.SEED,
@@ -360,6 +360,8 @@ def assumptions() -> dict:
                                 "stack; plain eager PyTorch can run convolution nets well "
                                 "below it (datasets/measurements/h200.json)",
         "optimizer_state_bytes_per_param": memory.OPTIMIZER_STATE_BYTES,
+        "optimizer_update_bytes_per_param": {name: physics.update_bytes(name)
+                                             for name in memory.OPTIMIZER_STATE_BYTES},
         "memory_reserve_mib": memory.CUDA_CONTEXT_MIB + memory.WORKSPACE_MIB,
         "activation_checkpointing_compute": round(memory.CHECKPOINT_COMPUTE_FACTOR, 3),
         "sharding": "FSDP full shard: all-gather twice per micro-step, reduce-scatter per step",

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from advisor.errors import AdvisorError
-from advisor.memory import OPTIMIZER_STATE_BYTES, optimizer_for, recipe_optimizer
+from advisor.memory import optimizer_for, recipe_optimizer
 from advisor.physics import (
     SILICON_KEY,
     dense_codes,
@@ -22,6 +22,7 @@ from advisor.physics import (
     fp32_issue_fraction,
     intra_node_gb_s,
     sustained_clock_fraction,
+    update_bytes,
 )
 from advisor.sharding import LAYOUT_KEYS
 from gpuadvisor.cards import MAKE_A_CARD, OPERATOR_COLUMNS, matching_card, similar_cards
@@ -40,10 +41,10 @@ NUMBER_KEYS = ("params", "flops_per_sample", "gradient_bytes", "activation_bytes
 # operator class, gpuadvisor.cards.OPERATOR_COLUMNS) prices each class at its own roofline; a
 # card without it is priced from its totals. `intra_node_gb_s` = the all-reduce bandwidth per
 # GPU inside a node, from the node's interconnect and the GPU's links (physics.intra_node_gb_s).
-# `optimizer_state_bytes` = the state the optimizer keeps a parameter (advisor.memory.
-# OPTIMIZER_STATE_BYTES), which its update reads and writes once per optimizer step: the
-# configuration's `optimizer` where it names one, else its card's recipe's.
-OPTIONAL_KEYS = ("tensors", *OPERATOR_COLUMNS, "intra_node_gb_s", "optimizer_state_bytes")
+# `optimizer_update_bytes` = the bytes an optimizer step moves a parameter (physics.
+# update_bytes: the weight, its gradient and the optimizer's state), of the configuration's
+# `optimizer` where it names one, else of its card's recipe's.
+OPTIONAL_KEYS = ("tensors", *OPERATOR_COLUMNS, "intra_node_gb_s", "optimizer_update_bytes")
 PER_SAMPLE_KEYS = ("flops_per_sample", "activation_bytes",
                    *(c for c in OPERATOR_COLUMNS if c.endswith("_per_sample")))
 FEATURE_KEYS = STRING_KEYS + NUMBER_KEYS + ("spot",)
@@ -101,16 +102,16 @@ def card_features(card: Mapping[str, Any]) -> dict[str, float | None]:
         **{key: _num(card.get(key, extra.get(key))) for key in OPERATOR_COLUMNS},
         "image_size": _num(card.get("image_size")),
         "seq_len": _num(card.get("seq_len")),
-        "optimizer_state_bytes": _recipe_state_bytes(card),
+        "optimizer_update_bytes": _recipe_update_bytes(card),
     }
 
 
-def _recipe_state_bytes(card: Mapping[str, Any]) -> float | None:
-    """The optimizer state of a card's recipe a parameter; None for a card of no task (the
-    store's `models` rows), which the physics prices as SGD with momentum."""
+def _recipe_update_bytes(card: Mapping[str, Any]) -> float | None:
+    """The bytes a step of a card's recipe's optimizer moves a parameter; None for a card of
+    no task (the store's `models` rows), which the physics prices as SGD with momentum."""
     if not card.get("task"):
         return None
-    return OPTIMIZER_STATE_BYTES[recipe_optimizer(card)]
+    return update_bytes(recipe_optimizer(card))
 
 
 def model_features(store_models: Iterable[Mapping[str, Any]] = ()) -> dict[str, dict]:
@@ -207,9 +208,9 @@ def configuration_features(
         missing = np.nan if key in OPTIONAL_KEYS else 0.0
         per_model = np.array([_or(_num(card.get(key)), missing) for card in cards], dtype=float)
         out[key] = per_model[model_index]
-    given = _optimizer_state_bytes(configs.get(OPTIMIZER_KEY), n)
-    out["optimizer_state_bytes"] = np.where(np.isfinite(given), given,
-                                            out["optimizer_state_bytes"])
+    given = _optimizer_update_bytes(configs.get(OPTIMIZER_KEY), n)
+    out["optimizer_update_bytes"] = np.where(np.isfinite(given), given,
+                                             out["optimizer_update_bytes"])
     scale = _input_scale(configs, cards, model_index, n)
     for key in PER_SAMPLE_KEYS:
         out[key] = out[key] * scale
@@ -241,14 +242,14 @@ def configuration_features(
     return out
 
 
-def _optimizer_state_bytes(names, n: int) -> np.ndarray:
-    """Each configuration's optimizer state a parameter, NaN where it names no optimizer;
-    FeatureError naming the accepted ones for an unknown name."""
+def _optimizer_update_bytes(names, n: int) -> np.ndarray:
+    """The bytes each configuration's optimizer moves a parameter a step, NaN where it names
+    none; FeatureError naming the accepted ones for an unknown name."""
     if names is None:
         return np.full(n, np.nan)
     names, index = factorize(_strings(names))
     try:
-        known = [OPTIMIZER_STATE_BYTES[optimizer_for("", str(name))] if name else np.nan
+        known = [update_bytes(optimizer_for("", str(name))) if name else np.nan
                  for name in names]
     except ValueError as error:
         raise FeatureError(str(error)) from None

@@ -29,7 +29,7 @@ maximum of the class's sums. A training step of one worker then costs
       + a_mem * (sum B_c*b + step bytes + gradient bytes) / BW_mem   (memory-bound classes;
                       the gradient bytes the trace never sees, untraced_gradient_bytes: the
                       optimizer's once per optimizer step, on its shard under FSDP (20
-                      bytes a parameter for SGD with momentum, 28 for Adam), 3G of
+                      bytes a parameter for SGD with momentum, 28 Adam, 52 LAMB), 3G of
                       accumulation's adds on (A-1)/A of micro-steps, 4G of an all-reduce's
                       bucket copies;
                       under autocast B_c at the widths autocast gives each tensor: a
@@ -198,12 +198,17 @@ HALF_BYTES = 0.5
 # and read in the backward pass (its FLOPs are the `unsplit_*` terms' work).
 ACTIVATION_PASSES = 2.0
 # An optimizer step reads each fp32 weight and its gradient and writes the weight (12 bytes a
-# parameter), and reads and writes its state (`optimizer_state_bytes`, advisor.memory.
-# OPTIMIZER_STATE_BYTES): SGD with momentum 5 x 4 bytes a parameter, Adam, AdamW, LAMB and
-# RMSprop with momentum 7 x 4 (LAMB's two norms, a read of the weight and of its update, not
-# counted). A row that names no optimizer (features from before it was one) is priced as
-# SGD with momentum.
+# parameter), and reads and writes its state (advisor.memory.OPTIMIZER_STATE_BYTES): SGD with
+# momentum 5 x 4 bytes a parameter, Adam, AdamW and RMSprop with momentum 7 x 4. LAMB (You et
+# al. 2020) scales each tensor's Adam update by the ratio of the weight's norm to the update's,
+# which its kernels pay with six more fp32 passes (apex's FusedLAMB, which NVIDIA's PyTorch
+# BERT pre-trains with; apex csrc/multi_tensor_lamb.cu@06a83ce7: the gradients' norm for
+# clipping and the weights' norms read both, the first stage writes the update into the
+# gradient, its norms read it, the second stage reads it and the weight again): 13 x 4. A
+# configuration that names no optimizer (features from before it was one) is priced as SGD
+# with momentum.
 UPDATE_WEIGHT_BYTES = 12.0
+EXTRA_UPDATE_PASSES = {"lamb": 6.0}
 DEFAULT_OPTIMIZER = "sgd"
 # Under accumulation a micro-step's weight gradient is added into the accumulated one (autograd's
 # AccumulateGrad: .grad += g, in fp32 whatever the compute dtype): it reads both and writes
@@ -622,11 +627,18 @@ def untraced_gradient_bytes(features: dict, n: int, traffic: np.ndarray) -> np.n
 
 
 def optimizer_update_bytes(features: dict, n: int) -> np.ndarray:
-    """Bytes an optimizer step moves a parameter: the weight's read and write, the gradient's
-    read, and its state's read and write (UPDATE_WEIGHT_BYTES, `optimizer_state_bytes`)."""
-    state = _optional(features, "optimizer_state_bytes", n)
-    state = np.where(np.isfinite(state), state, OPTIMIZER_STATE_BYTES[DEFAULT_OPTIMIZER])
-    return UPDATE_WEIGHT_BYTES + 2.0 * state
+    """Bytes an optimizer step moves a parameter (`optimizer_update_bytes`, update_bytes),
+    SGD with momentum's where a row names none."""
+    given = _optional(features, "optimizer_update_bytes", n)
+    return np.where(np.isfinite(given), given, update_bytes(DEFAULT_OPTIMIZER))
+
+
+def update_bytes(optimizer: str) -> float:
+    """Bytes a step of `optimizer` (an advisor.memory.OPTIMIZER_STATE_BYTES name) moves a
+    parameter: the weight's read and write, the gradient's read, its state's read and write
+    and its own further passes (UPDATE_WEIGHT_BYTES, EXTRA_UPDATE_PASSES)."""
+    return (UPDATE_WEIGHT_BYTES + 2.0 * OPTIMIZER_STATE_BYTES[optimizer]
+            + 4.0 * EXTRA_UPDATE_PASSES.get(optimizer, 0.0))
 
 
 def kernels_per_step(features: dict, n: int) -> np.ndarray:

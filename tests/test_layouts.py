@@ -94,7 +94,7 @@ def test_the_optimizers_bytes_are_charged_once_per_optimizer_step_on_its_shard()
     bandwidth = features["gpu_mem_bw_gbps"] * 1e9
     # AdamW, the 8B model's recipe: the weight and gradient read, the weight written (12
     # bytes), its two moments read and written (16)
-    assert (features["optimizer_state_bytes"] == 8).all()
+    assert (features["optimizer_update_bytes"] == 28).all()
     update = 28 * features["params"] / bandwidth
     accumulate = 3 * features["gradient_bytes"] / bandwidth
     workers = features["nodes"] * features["gpus_per_node"]

@@ -133,11 +133,11 @@ def test_a_trial_carries_its_optimizer(recommended):
     trial = trial_of(plans, 0, workload)
     adam = {**trial, "extra": {**trial["extra"], "optimizer": "Adam"}}
     features, kept, _ = trial_features([trial, adam], model_features())
-    assert len(kept) == 2 and features["optimizer_state_bytes"].tolist() == [4.0, 8.0]
+    assert len(kept) == 2 and features["optimizer_update_bytes"].tolist() == [20.0, 28.0]
     value = artifact.predict("throughput", features).value
     assert value[0] == pytest.approx(plans["throughput"][0], rel=1e-12) and value[1] < value[0]
     bert = {**trial, "model": "bert_large"}  # a text model's recipe: AdamW
-    assert trial_features([bert], model_features())[0]["optimizer_state_bytes"].tolist() == [8.0]
+    assert trial_features([bert], model_features())[0]["optimizer_update_bytes"].tolist() == [28.0]
     _, kept, skipped = trial_features(
         [{**trial, "extra": {"optimizer": "adagrad"}}], model_features())
     assert not kept and list(skipped) == ["unknown optimizer 'adagrad'; one of sgd, adamw, "
