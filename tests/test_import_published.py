@@ -541,14 +541,34 @@ def test_a_benchmarks_own_optimizer_reaches_the_features():
     rows = _shipped()
     timm = [r for r in rows if "pytorch-image-models" in r["source"]]
     assert len(timm) == 129 and {r["optimizer"] for r in timm} == {"sgd"}
-    assert {r["optimizer"] for r in rows if r not in timm} == {""}
+    assert {r["optimizer"] for r in rows if r not in timm} == {"", "lamb"}
     vit = next(r for r in timm if r["model"] == "vit_b16")
     trials = [trial_row(vit), trial_row({**vit, "optimizer": ""})]
     assert [t["extra"].get("optimizer") for t in trials] == ["sgd", None]
     features, _, _ = trial_features(trials, model_features())
-    assert features["optimizer_state_bytes"].tolist() == [4.0, 8.0]
+    assert features["optimizer_update_bytes"].tolist() == [20.0, 28.0]
     with pytest.raises(ValueError, match="optimizer is 'adagrad', expected one of sgd"):
         trial_row({**vit, "optimizer": "Adagrad"})
+
+
+def test_nvidias_pre_training_rows_step_lamb():
+    """NVIDIA's BERT, BioBERT and BART pre-training and its Transformer-XL language models
+    step LAMB (their scripts and configs, cited in datasets/README.md); their SQuAD and NER
+    fine-tuning rows the recipe's Adam. A LAMB row's update makes six passes more than Adam's
+    (52 bytes a parameter against 28)."""
+    from advisor.features import model_features, trial_features
+
+    rows = _shipped()
+    lamb = [r for r in rows if r["optimizer"] == "lamb"]
+    assert {r["model"] for r in lamb} == {"bert_large", "bert_base", "bart_large",
+                                          "transformer_xl_base", "transformer_xl_large"}
+    assert all("pre-training" in r["notes"] or "Transformer-XL" in r["source"] for r in lamb)
+    tuning = [r for r in rows if "fine-tuning" in r["notes"] and "BERT" in r["source"]]
+    assert len(tuning) > 80 and {r["optimizer"] for r in tuning} == {""}
+    pre = next(r for r in lamb if r["model"] == "bert_large")
+    features, _, _ = trial_features([trial_row(pre), trial_row({**pre, "optimizer": ""})],
+                                    model_features())
+    assert features["optimizer_update_bytes"].tolist() == [52.0, 28.0]
 
 
 def test_another_benchmarks_table_needs_only_its_configurations_and_figures(tmp_path):
