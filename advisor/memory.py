@@ -146,6 +146,14 @@ def recipe_optimizer(card) -> str:
     return optimizer_for(card["task"], card.get("optimizer"), card.get("family"))
 
 
+def recipe_defaults() -> str:
+    """The recipes' optimizers in words, for help texts: each task's, then the families'
+    that differ."""
+    tasks = ", ".join(f"{task} models {name}" for task, name in TASK_OPTIMIZER.items())
+    families = ", ".join(f"{family} {name}" for family, name in FAMILY_OPTIMIZER.items())
+    return f"{tasks}; {families}"
+
+
 def state_mib(model: ModelMemory, remedy: Remedy, workers) -> np.ndarray:
     """Weights, gradients, optimizer state and their copies per GPU (MiB), before the
     allocator margin; an array over `workers` (the data-parallel world size)."""

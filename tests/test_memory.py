@@ -159,6 +159,10 @@ def test_a_cards_recipe_names_its_optimizer():
                        "swin_tiny": "adamw", "convnext_tiny": "adamw", "bert_large": "adamw",
                        "ncf": "adam"}
     assert memory.recipe_optimizer({**cards["vit_b16"], "optimizer": "SGD"}) == "sgd"
+    # `recommend --optimizer`'s help says the defaults from the same tables
+    words = memory.recipe_defaults()
+    assert "image models sgd" in words and "text models adamw" in words
+    assert "efficientnet rmsprop" in words and "convnext adamw" in words
 
 
 # The most the estimate may ask for beyond what a run used: an over-estimate costs batch, not

@@ -12,7 +12,7 @@ import typer
 
 from advisor.cli.app import app
 from advisor.cli.options import ARTIFACT_OPTION, CATALOG_OPTION
-from advisor.memory import OPTIMIZER_STATE_BYTES
+from advisor.memory import OPTIMIZER_STATE_BYTES, recipe_defaults
 from advisor.reasons import Reason
 from gpuadvisor.cli.output import emit_csv, emit_json, fail, fail_with, render_table, warn
 from gpuadvisor.durations import format_usd
@@ -117,9 +117,8 @@ def recommend(
         "PyTorch's default NCHW, cuDNN transposes around each 16-bit convolution"),
     optimizer: str | None = typer.Option(
         None, help=f"what the job steps: {' | '.join(OPTIMIZER_STATE_BYTES)} (default: the "
-        "card's recipe's: SGD for most image models, RMSprop for EfficientNet, AdamW for "
-        "ViT, Swin, ConvNeXt and text models, Adam for NCF); its state is held on every GPU "
-        "(or sharded under FSDP) and read and written by every update"),
+        f"card's recipe's: {recipe_defaults()}); its state is held on every GPU (or sharded "
+        "under FSDP) and read and written by every update"),
     batch_per_gpu: int | None = typer.Option(
         None, "--batch-size", help="per-GPU batch under fixed-per-gpu (default: the card's); "
         "the largest micro-batch under fixed-global"),
