@@ -202,11 +202,12 @@ ACTIVATION_PASSES = 2.0
 # momentum 5 x 4 bytes a parameter, Adam, AdamW and RMSprop with momentum 7 x 4. LAMB (You et
 # al. 2020) scales each tensor's Adam update by the ratio of the weight's norm to the update's,
 # which its kernels pay with six more fp32 passes (apex's FusedLAMB, which NVIDIA's PyTorch
-# BERT pre-trains with; apex csrc/multi_tensor_lamb.cu@06a83ce7: the gradients' norm for
-# clipping and the weights' norms read both, the first stage writes the update into the
-# gradient, its norms read it, the second stage reads it and the weight again): 13 x 4. A
-# configuration that names no optimizer (features from before it was one) is priced as SGD
-# with momentum.
+# BERT pre-trains with; apex optimizers/fused_lamb.py@16fadfe7, csrc/multi_tensor_lamb.cu
+# @06a83ce7: the gradients' norm for clipping and the weights' norms read both, the first
+# stage writes the update into the gradient, its norms read it, the second stage reads it and
+# the weight again): 13 x 4 (TensorFlow's LAMBs and the TorchScript one NVIDIA's
+# Transformer-XL steps compute the same norms in more kernels). A configuration that names
+# no optimizer (features from before it was one) is priced as SGD with momentum.
 UPDATE_WEIGHT_BYTES = 12.0
 EXTRA_UPDATE_PASSES = {"lamb": 6.0}
 DEFAULT_OPTIMIZER = "sgd"
