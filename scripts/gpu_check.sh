@@ -5,6 +5,8 @@
 # Stages (STAGES, default all of them, run in this order):
 #   costs     what the worker's per-step CUDA-event and stop-decision calls cost the host;
 #   timing    CUDA-event step timing against the wall clock;
+#   update    what an optimizer step moves a parameter: SGD and AdamW, foreach and fused, on
+#             BERT-Large's 335M parameters, against what the physics prices (update.txt);
 #   stable    time to a stable figure;
 #   sweep     `profiler sweep specs/gpu-local.yaml` on the local provider (NCCL; fp32, tf32,
 #             amp, bf16), as a user runs it, for SWEEP_S seconds (default 240);
@@ -14,7 +16,7 @@
 #             added to its arguments (e.g. "--precisions bf16,tf32,amp,fp32").
 # Trials go to OUT_DIR/gpu.db, which MEASUREMENTS.json (an earlier run's export, e.g.
 # datasets/measurements/h200.json) seeds: the sweep and the zoo then skip what it holds.
-# Printouts go to OUT_DIR/{costs,timing,sweep,overhead,zoo}.txt, the GPU, driver and versions
+# Printouts go to OUT_DIR/{costs,timing,update,sweep,overhead,zoo}.txt, the GPU, driver and versions
 # first; a failed sweep's node logs are appended to sweep.txt. Needs torch with CUDA,
 # transformers and this project's dependencies on `python3` ($PYTHON); the checkout is put on
 # PYTHONPATH.
@@ -22,7 +24,7 @@ set -u
 out=$(realpath "${1:?usage: scripts/gpu_check.sh OUT_DIR [SECONDS] [MEASUREMENTS.json]}")
 budget=${2:-540}
 seed=${3:-}
-stages=${STAGES:-costs timing stable sweep overhead zoo}
+stages=${STAGES:-costs timing update stable sweep overhead zoo}
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
@@ -52,6 +54,9 @@ fi
 if wanted timing; then
     step timing 70 $py benchmarks/cuda_event_timing.py --seconds 6 \
         --workloads resnet50:224:64:bf16,resnet18:64:32:amp
+fi
+if wanted update; then
+    step update 60 $py benchmarks/optimizer_update.py
 fi
 if wanted stable; then
     step timing 60 $py benchmarks/time_to_stable.py --precision bf16 --max-seconds 20 \

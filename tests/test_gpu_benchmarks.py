@@ -1,6 +1,7 @@
 """The parts of the GPU benchmarks that need no GPU: the zoo scan's plan and the trial rows it
-stores (benchmarks/zoo_on_gpu.py), and the cross-GPU comparison on the shipped H200 trials
-(benchmarks/measured_vs_predicted.py)."""
+stores (benchmarks/zoo_on_gpu.py), the cross-GPU comparison on the shipped H200 trials
+(benchmarks/measured_vs_predicted.py), and the optimizer-step timing on the CPU
+(benchmarks/optimizer_update.py)."""
 
 import importlib.util
 import json
@@ -76,3 +77,19 @@ def test_the_step_cost_benchmark_says_in_one_line_that_it_needs_a_gpu():
                          capture_output=True, text=True, check=False, cwd=ROOT)
     assert out.returncode == 1
     assert out.stderr.strip() == "error: torch sees no GPU; this benchmark measures CUDA calls"
+
+
+def test_the_optimizer_update_benchmark_times_each_optimizer_beside_its_priced_bytes():
+    """A row for SGD and AdamW, each as `foreach` and `fused`, with the bytes a parameter the
+    physics prices for it (20 and 28); on the CPU (no datasheet bandwidth) no measured bytes."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "optimizer_update.py"), "--params", "4e4",
+         "--tensors", "4", "--steps", "2"],
+        capture_output=True, text=True, check=True, cwd=ROOT).stdout.splitlines()
+    assert "40,000 fp32 parameters in 4 tensors" in out[0]
+    rows = {tuple(line.split()[:2]): line.split() for line in out[2:]}
+    assert set(rows) == {(o, i) for o in ("sgd", "adamw") for i in ("foreach", "fused")}
+    for (optimizer, _), cells in rows.items():
+        if "not" not in cells:
+            assert cells[4] == {"sgd": "20", "adamw": "28"}[optimizer]
+            assert cells[3] == "-" or cells[3].isdigit()
