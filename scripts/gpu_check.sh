@@ -16,8 +16,8 @@
 #             added to its arguments (e.g. "--precisions bf16,tf32,amp,fp32").
 # Trials go to OUT_DIR/gpu.db, which MEASUREMENTS.json (an earlier run's export, e.g.
 # datasets/measurements/h200.json) seeds: the sweep and the zoo then skip what it holds.
-# Printouts go to OUT_DIR/{costs,timing,update,sweep,overhead,zoo}.txt, the GPU, driver and versions
-# first; a failed sweep's node logs are appended to sweep.txt. Needs torch with CUDA,
+# Printouts go to OUT_DIR/{costs,timing,update,sweep,overhead,zoo}.txt, the GPU, driver and
+# versions first; a failed sweep's node logs are appended to sweep.txt. Needs torch with CUDA,
 # transformers and this project's dependencies on `python3` ($PYTHON); the checkout is put on
 # PYTHONPATH.
 set -u
