@@ -7,6 +7,9 @@
 #   timing    CUDA-event step timing against the wall clock;
 #   update    what an optimizer step moves a parameter: SGD and AdamW, foreach and fused, on
 #             BERT-Large's 335M parameters, against what the physics prices (update.txt);
+#   bandwidth what element-wise and normalisation kernels achieve from 64 KiB to 1 GiB, each
+#             fitted as a latency plus its bytes at an efficiency, against the physics'
+#             kernel floor and memory efficiency (bandwidth.txt);
 #   stable    time to a stable figure;
 #   sweep     `profiler sweep specs/gpu-local.yaml` on the local provider (NCCL; fp32, tf32,
 #             amp, bf16), as a user runs it, for SWEEP_S seconds (default 240);
@@ -16,15 +19,15 @@
 #             added to its arguments (e.g. "--precisions bf16,tf32,amp,fp32").
 # Trials go to OUT_DIR/gpu.db, which MEASUREMENTS.json (an earlier run's export, e.g.
 # datasets/measurements/h200.json) seeds: the sweep and the zoo then skip what it holds.
-# Printouts go to OUT_DIR/{costs,timing,update,sweep,overhead,zoo}.txt, the GPU, driver and
-# versions first; a failed sweep's node logs are appended to sweep.txt. Needs torch with CUDA,
-# transformers and this project's dependencies on `python3` ($PYTHON); the checkout is put on
-# PYTHONPATH.
+# Printouts go to OUT_DIR/{costs,timing,update,bandwidth,sweep,overhead,zoo}.txt, the GPU,
+# driver and versions first; a failed sweep's node logs are appended to sweep.txt. Needs torch
+# with CUDA, transformers and this project's dependencies on `python3` ($PYTHON); the checkout
+# is put on PYTHONPATH.
 set -u
 out=$(realpath "${1:?usage: scripts/gpu_check.sh OUT_DIR [SECONDS] [MEASUREMENTS.json]}")
 budget=${2:-540}
 seed=${3:-}
-stages=${STAGES:-costs timing update stable sweep overhead zoo}
+stages=${STAGES:-costs timing update bandwidth stable sweep overhead zoo}
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
@@ -57,6 +60,9 @@ if wanted timing; then
 fi
 if wanted update; then
     step update 60 $py benchmarks/optimizer_update.py
+fi
+if wanted bandwidth; then
+    step bandwidth 60 $py benchmarks/memory_bandwidth.py
 fi
 if wanted stable; then
     step timing 60 $py benchmarks/time_to_stable.py --precision bf16 --max-seconds 20 \

@@ -93,3 +93,33 @@ def test_the_optimizer_update_benchmark_times_each_optimizer_beside_its_priced_b
         if "not" not in cells:
             assert cells[4] == {"sgd": "20", "adamw": "28"}[optimizer]
             assert cells[3] == "-" or cells[3].isdigit()
+
+
+def test_the_bandwidth_benchmark_times_each_kernel_at_each_size_and_fits_its_line():
+    """Each kernel at each size from the largest down by 4x, then each one's fitted latency;
+    the header states the shipped fit's floor and memory efficiency."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "memory_bandwidth.py"), "--max-mib", "0.25",
+         "--reps", "1", "--dtypes", "float32"],
+        capture_output=True, text=True, check=True, cwd=ROOT).stdout.splitlines()
+    assert "the shipped fit prices a kernel at" in out[0]
+    kernels = ("copy", "add", "softmax", "layer_norm", "batch_norm")
+    timed = [line.split() for line in out[2:] if line.split()[0] in kernels
+             and not line.startswith(" ")]
+    assert [row[0] for row in timed] == list(kernels) * 2  # 64 KiB, then 256 KiB tensors
+    moved = {row[0]: row[2] for row in timed[:5]}  # MiB a call, as the operator counter counts
+    assert (moved["copy"], moved["add"], moved["batch_norm"]) == ("0.12", "0.19", "0.12")
+    fitted = [line.split()[0] for line in out if line.startswith("  ")]
+    assert fitted == list(kernels)
+
+
+def test_a_kernel_s_latency_and_efficiency_come_back_from_its_times():
+    """t = t0 + bytes / (efficiency x bandwidth) through exact points gives t0 and the
+    efficiency back."""
+    script = benchmark("memory_bandwidth")
+    sizes = [2**16, 2**20, 2**24, 2**28]
+    seconds = [3e-6 + size / (0.8 * 1000e9) for size in sizes]
+    t0, efficiency = script.latency_and_efficiency(sizes, seconds, 1000.0)
+    assert t0 == pytest.approx(3e-6, rel=1e-6)
+    assert efficiency == pytest.approx(0.8, rel=1e-6)
+    assert script.latency_and_efficiency(sizes, seconds, None)[1] is None
