@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from script_modules import load_script
 
 from gpuadvisor.cards import (
     MEASURED_COLUMNS,
@@ -357,14 +358,8 @@ def test_card_cli_errors_are_one_line(args, message):
 
 
 def build_cards_script():
-    """scripts/build_cards.py as a module (the scripts are no package)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("build_cards", ROOT / "scripts" /
-                                                  "build_cards.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """scripts/build_cards.py as a module."""
+    return load_script("scripts/build_cards.py")
 
 
 def published_rows(tmp_path, rows: list[dict]) -> Path:

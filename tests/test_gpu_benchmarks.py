@@ -3,7 +3,6 @@ stores (benchmarks/zoo_on_gpu.py), the cross-GPU comparison on the shipped H200 
 (benchmarks/measured_vs_predicted.py), and the optimizer-step timing on the CPU
 (benchmarks/optimizer_update.py)."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,15 +10,13 @@ from argparse import Namespace
 from pathlib import Path
 
 import pytest
+from script_modules import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def benchmark(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(f"benchmarks/{name}.py")
 
 
 def test_the_zoo_scan_runs_pass_by_pass_and_leaves_out_what_cannot_fit_one_gpu():

@@ -1,21 +1,13 @@
 """benchmarks/model_accuracy.py's choice of parts and splits (`--only`, `--splits`): by
 default it runs everything the README quotes; a first look at a physics change runs less."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from script_modules import load_script
 
 
 @pytest.fixture(scope="module")
 def script():
-    path = ROOT / "benchmarks" / "model_accuracy.py"
-    spec = importlib.util.spec_from_file_location("model_accuracy", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/model_accuracy.py")
 
 
 def test_by_default_every_part_and_every_split_runs(script):

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import jsonschema
 import pytest
 import yaml
+from script_modules import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def writer():
-    spec = importlib.util.spec_from_file_location("write_schemas",
-                                                  ROOT / "scripts" / "write_schemas.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/write_schemas.py")
 
 
 @pytest.mark.parametrize("name", ["sweep_spec.json", "recommendation.json"])
