@@ -63,7 +63,11 @@ def seconds_per_call(call: Callable[[], object], reps: int, device) -> float:
     import torch
 
     if device.type == "cuda":
-        call()  # warm-up outside the graph: cuDNN and allocator choices
+        side = torch.cuda.Stream()  # warm-up before capture on a side stream, as torch.cuda
+        side.wait_stream(torch.cuda.current_stream())  # graphs' documentation asks
+        with torch.cuda.stream(side):
+            call()
+        torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
