@@ -7,7 +7,8 @@ it runs normalisation, softmax, losses and reductions in fp32 (layer norm saves 
 input, softmax its fp32 output); everything else runs in its inputs' widest type, so a
 transformer's residual stream, which starts from fp32 embeddings, stays fp32; and masks and
 indices are bools and integers in any precision. These are the op lists of PyTorch's
-documentation ("Autocast Op Reference": CUDA ops that can autocast to float16, to float32).
+documentation ("Autocast Op Reference": CUDA ops that can autocast to float16, to float32) and
+of aten/src/ATen/autocast_mode.h, whose fp32 list also holds the upsampling operators.
 
 `autocast_saved_bytes` follows each operator's output dtype as autocast would give it (a
 dispatch mode over the forward pass), then walks the autograd graph the forward built and
@@ -45,7 +46,12 @@ FP32_OPS = {"native_layer_norm", "native_group_norm", "_softmax", "_safe_softmax
             "log1p", "log2", "log10", "pow", "rsqrt", "reciprocal", "sum", "cumsum", "cumprod",
             "prod", "binary_cross_entropy_with_logits", "mse_loss", "l1_loss",
             "smooth_l1_loss", "huber_loss", "kl_div", "softplus", "tan", "sinh", "cosh",
-            "acos", "asin", "erfinv", "norm", "linalg_vector_norm", "cdist", "dist", "renorm"}
+            "acos", "asin", "erfinv", "norm", "linalg_vector_norm", "cdist", "dist", "renorm",
+            "logsumexp", "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
+            "_upsample_nearest_exact1d", "_upsample_nearest_exact2d",
+            "_upsample_nearest_exact3d", "upsample_linear1d", "upsample_bilinear2d",
+            "_upsample_bilinear2d_aa", "upsample_trilinear3d", "upsample_bicubic2d",
+            "_upsample_bicubic2d_aa"}
 FP32_NODES = {"NativeLayerNormBackward0", "NativeGroupNormBackward0", "SoftmaxBackward0",
               "SafeSoftmaxBackward0", "LogSoftmaxBackward0", "NllLossBackward0",
               "NllLoss2DBackward0", "ExpBackward0", "Expm1Backward0", "LogBackward0",
@@ -58,6 +64,15 @@ FP32_NODES = {"NativeLayerNormBackward0", "NativeGroupNormBackward0", "SoftmaxBa
               "SinhBackward0", "CoshBackward0", "AcosBackward0", "AsinBackward0",
               "ErfinvBackward0", "NormBackward1", "LinalgVectorNormBackward0",
               "CdistBackward0", "DistBackward0", "RenormBackward0"}
+# Of those, the ones autocast hands the 16-bit input itself with an fp32 result type
+# (aten/src/ATen/autocast_mode.h's fp32_set_opt_dtype and fp32_append_dtype policies): the
+# kernel reads 16 bits and works in fp32, no cast runs; the rest get an fp32 copy. Softmax's
+# and log-softmax's backward kernels write the gradient in their forward input's type (the
+# `input_dtype` argument), 16 bits after a matrix product.
+FP32_SET_OPT_DTYPE_OPS = {"_softmax", "_log_softmax", "sum", "cumsum", "cumprod", "prod",
+                          "linalg_vector_norm", "norm"}
+INPUT_DTYPE_BACKWARD = {"_softmax_backward_data": "_softmax",
+                        "_log_softmax_backward_data": "_log_softmax"}
 # Batch normalisation takes a 16-bit input with fp32 weights and statistics and gives its
 # input's type (cuDNN's mixed-precision kernel), where type promotion would say fp32.
 INPUT_TYPED_OPS = {"native_batch_norm", "_native_batch_norm_legit",
@@ -80,6 +95,8 @@ class AutocastWidths:
 
     def __init__(self):
         self.width: dict[int, int] = {}
+        # a softmax's output storage -> the width of the input it read (INPUT_DTYPE_BACKWARD)
+        self.softmax_input: dict[int, int] = {}
         # Each recorded storage, held so that no later storage takes its address (a key); a
         # storage does not keep its tensors alive, so liveness counts are unchanged.
         self.storages: list = []
@@ -101,6 +118,8 @@ class AutocastWidths:
             return FP32_BYTES
         if name in INPUT_TYPED_OPS:
             return self.bytes_of(args[0])
+        if name in INPUT_DTYPE_BACKWARD:  # (grad, the forward's output, dim, input_dtype)
+            return self.softmax_input.get(storage_key(args[1]), FP32_BYTES)
         # the widest floating input, as type promotion gives it
         return max((self.bytes_of(t) for t in tree_leaves((args, kwargs))
                     if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dim() > 0),
@@ -112,7 +131,10 @@ class AutocastWidths:
         import torch
         from torch.utils._pytree import tree_leaves
 
-        width = self.output_width(func._overloadpacket.__name__, args, kwargs)
+        name = func._overloadpacket.__name__
+        width = self.output_width(name, args, kwargs)
+        if name in INPUT_DTYPE_BACKWARD.values():
+            self.softmax_input[storage_key(out)] = self.bytes_of(args[0])
         for result in tree_leaves(out):
             if isinstance(result, torch.Tensor) and result.is_floating_point() and width \
                     and not func.is_view:

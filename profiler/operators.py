@@ -66,9 +66,11 @@ from profiler import zoo
 from profiler.autocast_memory import (
     FP32_BYTES,
     FP32_OPS,
+    FP32_SET_OPT_DTYPE_OPS,
     HALF_BYTES,
     LOWER_PRECISION_OPS,
     AutocastWidths,
+    storage_key,
 )
 
 # The tallies of the convolutions fast algorithms take, by kernel size, inside `conv`.
@@ -223,11 +225,26 @@ def _tensor_key(tensor) -> tuple:
     return (tensor.untyped_storage()._cdata, tensor.storage_offset(), tuple(tensor.shape))
 
 
+def _cast_target(func, args, kwargs):
+    """The dtype `tensor.float()` or `tensor.to(...)` converts to (None: none named)."""
+    import torch
+
+    if func is torch.Tensor.float:
+        return torch.float32
+    for value in (*args[1:], kwargs.get("dtype"), kwargs.get("other")):
+        if isinstance(value, torch.dtype):
+            return value
+        if isinstance(value, torch.Tensor):
+            return value.dtype
+    return None
+
+
 def operator_counter(fuse_normalisation: bool = False):
     """A dispatch mode that adds each operator's FLOPs and bytes to `totals` by class; with
     `fuse_normalisation`, a batch normalisation's ReLU and residual add run in its own
     kernel (`FUSED_SHARE`)."""
     import torch
+    from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
     from torch.utils.flop_counter import flop_registry, shape_wrapper
@@ -236,6 +253,22 @@ def operator_counter(fuse_normalisation: bool = False):
 
     formulas = {**flop_registry,
                 torch.ops.aten.convolution_backward: shape_wrapper(conv_backward_flop)}
+
+    class ExplicitCasts(TorchFunctionMode):
+        """Hands the counter each fp32 tensor the model casts to fp32 (`explicit_cast`)."""
+
+        def __init__(self, counter):
+            super().__init__()
+            self.counter = counter
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func in (torch.Tensor.float, torch.Tensor.to) and args \
+                    and isinstance(args[0], torch.Tensor) \
+                    and args[0].dtype == torch.float32 \
+                    and _cast_target(func, args, kwargs) == torch.float32:
+                self.counter.explicit_cast(args[0])
+            return func(*args, **kwargs)
 
     class OperatorCounter(TorchDispatchMode):
         def __init__(self):
@@ -262,6 +295,15 @@ def operator_counter(fuse_normalisation: bool = False):
             self.normalised: dict[tuple, object] = {}
             self.added: dict[tuple, object] = {}
             self.fused_relus: dict[tuple, tuple[object, bool]] = {}
+
+        def __enter__(self):
+            self.casts = ExplicitCasts(self)  # below the dispatch: it sees `.float()` calls
+            self.casts.__enter__()
+            return super().__enter__()
+
+        def __exit__(self, *exc):
+            super().__exit__(*exc)
+            self.casts.__exit__(*exc)
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -322,11 +364,15 @@ def operator_counter(fuse_normalisation: bool = False):
         def autocast_bytes(self, func, args, kwargs, out) -> float:
             """What the operator would read and write under CUDA autocast
             (profiler/autocast_memory.py gives each tensor's width). A 16-bit kernel reads
-            16-bit copies: in the forward pass autocast casts each fp32 input to one (reading
-            4 bytes an element and writing 2), and the backward pass casts its gradient back
-            (2 and 4), both counted as element-wise work where the forward casts it."""
+            16-bit copies of fp32 inputs, and an fp32 one (layer norm, a loss) fp32 copies of
+            16-bit inputs: in the forward pass autocast casts each (reading one width and
+            writing the other), and the backward pass casts its gradient back, both counted
+            as element-wise work where the forward casts it (`autocast_casts`: a weight's
+            copy once a step). Softmax and the other FP32_SET_OPT_DTYPE_OPS read the 16-bit
+            input themselves."""
             name = func._overloadpacket.__name__
-            sixteen, widening = name in LOWER_PRECISION_OPS, name in FP32_OPS
+            sixteen = name in LOWER_PRECISION_OPS
+            widening = name in FP32_OPS and name not in FP32_SET_OPT_DTYPE_OPS
             read = 0.0
             for tensor in tree_leaves((args, kwargs)):
                 if not isinstance(tensor, torch.Tensor):
@@ -335,20 +381,34 @@ def operator_counter(fuse_normalisation: bool = False):
                     read += tensor.numel() * tensor.element_size()
                     continue
                 width = self.widths.bytes_of(tensor)
-                cast = not self.backward and tensor.dim() > 0
-                if sixteen and width > HALF_BYTES:
-                    if cast:
-                        self.totals["other"][2] += 2 * tensor.numel() * (width + HALF_BYTES)
-                        self.autocast_kernels += self.autocast_casts(tensor)
-                    width = HALF_BYTES
-                elif widening and width < FP32_BYTES and cast:
-                    self.autocast_kernels += self.autocast_casts(tensor)
+                target = HALF_BYTES if sixteen and width > HALF_BYTES else \
+                    FP32_BYTES if widening and width < FP32_BYTES else width
+                if target != width:
+                    if not self.backward and tensor.dim() > 0:
+                        self.cast(tensor, width, target)
+                    width = target
                 read += tensor.numel() * width
             width = self.widths.record(func, args, kwargs, out)
             written = sum(t.numel() * (width if t.is_floating_point() and width
                                        else t.element_size())
                           for t in tree_leaves(out) if isinstance(t, torch.Tensor))
             return read + written
+
+        def cast(self, tensor, width: int, target: int) -> None:
+            """Count autocast's casts of `tensor` from `width` to `target` bytes an element
+            (`autocast_casts`), each reading one width and writing the other."""
+            casts = self.autocast_casts(tensor)
+            self.autocast_kernels += casts
+            self.totals["other"][2] += casts * tensor.numel() * (width + target)
+
+        def explicit_cast(self, tensor) -> None:
+            """The model's own cast of `tensor` to fp32 (`.float()`: transformers' causal-LM
+            loss upcasts its logits), which the fp32 trace runs as a no-op: under autocast a
+            16-bit tensor is copied, and its readers read the fp32 copy."""
+            width = self.widths.bytes_of(tensor)
+            if width < FP32_BYTES and tensor.dim() > 0:
+                self.cast(tensor, width, FP32_BYTES)
+                self.widths.width[storage_key(tensor)] = FP32_BYTES
 
         def autocast_casts(self, tensor) -> int:
             """Kernels autocast runs to hand an operator this input in its precision (an fp32

@@ -64,8 +64,10 @@ def test_a_card_counts_the_kernels_a_step_dispatches_whatever_its_batch():
 
 def test_counts_traffic_under_autocast_by_hand():
     """Under autocast a matrix product reads and writes 16 bits, after casting its fp32
-    inputs (4 bytes read, 2 written, and the same again for the gradient's cast back); the
-    ReLU after it works in 16 bits; layer norm writes fp32 from a 16-bit input."""
+    inputs (4 bytes read, 2 written, and the same again for the gradient's cast back where a
+    gradient flows: the weight's and bias's, not the data's); the ReLU after it works in 16
+    bits; layer norm, which autocast runs in fp32, reads an fp32 copy of the ReLU's output
+    (cast up, and its gradient back) and writes fp32."""
     from profiler.operators import operator_counter
 
     with torch.device("meta"):
@@ -77,10 +79,42 @@ def test_counts_traffic_under_autocast_by_hand():
     totals = counter.totals
     inputs = 20 + 3 * 10 + 10 * 20  # bias, input, weight: all fp32, all cast
     assert totals["matmul"][2] == 2 * (inputs + 3 * 20)
-    casts = 2 * inputs * (4 + 2)
+    casts = (2 * (20 + 10 * 20) + 3 * 10) * (4 + 2) + 2 * 3 * 20 * (2 + 4)
     assert totals["other"][2] == casts + 2 * (2 * 3 * 20)
-    # reads the 16-bit ReLU output and its fp32 scale and shift; writes fp32 output, mean, rstd
-    assert totals["norm"][2] == 2 * 3 * 20 + 4 * 2 * 20 + 4 * (3 * 20 + 2 * 3)
+    # reads the ReLU output's fp32 copy and its fp32 scale and shift; writes fp32 output,
+    # mean, rstd
+    assert totals["norm"][2] == 4 * 3 * 20 + 4 * 2 * 20 + 4 * (3 * 20 + 2 * 3)
+
+
+def test_softmax_reads_16_bits_and_its_backward_writes_them_without_a_cast():
+    """Autocast hands softmax the 16-bit scores themselves (it works in fp32 and writes
+    fp32), and softmax's backward writes the gradient in the scores' 16 bits: no cast either
+    way. A model's own `.float()` of 16-bit logits (transformers' causal-LM loss) is a cast,
+    forward and back, and log-softmax then reads and returns fp32."""
+    from profiler.operators import operator_counter
+
+    def autocast_traffic(upcast: bool):
+        with torch.device("meta"):
+            layer = torch.nn.Linear(8, 16, bias=False)  # an LM head
+            x = torch.empty(4, 8)
+        counter = operator_counter()
+        with counter:
+            scores = layer(x)
+            if upcast:
+                scores = scores.float()
+            loss = torch.log_softmax(scores, -1).sum()
+            counter.backward = True  # as `trace` marks it
+            loss.backward()
+        return counter
+
+    scores = 4 * 16
+    plain, upcast = autocast_traffic(False), autocast_traffic(True)
+    # the upcast: a cast each way (2 + 4 bytes an element), log-softmax reading 4 bytes where
+    # it read 2, its backward writing 4 where it wrote 2
+    assert upcast.totals["other"][2] - plain.totals["other"][2] == \
+        scores * (2 * (2 + 4) + 2 + 2)
+    assert upcast.autocast_kernels - plain.autocast_kernels == 2
+    assert plain.kernels == upcast.kernels  # in fp32 `.float()` is no kernel
 
 
 def test_autocast_casts_a_weight_once_a_step_and_an_activation_at_each_use():
@@ -304,8 +338,9 @@ def test_counts_the_casts_in_front_of_an_element_wise_16_bit_operator():
     counter = operator_counter()
     with counter:
         prelu(x)
-    inputs = 3 * 10 + 10  # input and weight: fp32, cast
-    assert counter.totals["other"][2] == 2 * inputs * (4 + 2) + 2 * (inputs + 3 * 10)
+    inputs = 3 * 10 + 10  # input and weight: fp32, cast (the weight's gradient back too)
+    casts = (3 * 10 + 2 * 10) * (4 + 2)
+    assert counter.totals["other"][2] == casts + 2 * (inputs + 3 * 10)
 
 
 def _normalised_step(residual: bool):
