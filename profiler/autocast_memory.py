@@ -106,6 +106,12 @@ class AutocastWidths:
         gave it, else (a parameter, an input) its own dtype's."""
         return self.width.get(storage_key(tensor), tensor.element_size())
 
+    def set_width(self, tensor, width: int) -> None:
+        """From now on `tensor`'s storage holds `width` bytes an element (what a cast of it,
+        which the fp32 trace does not run, would have written)."""
+        self.width[storage_key(tensor)] = width
+        self.storages.append(tensor.untyped_storage())
+
     def output_width(self, name: str, args, kwargs) -> int | None:
         """Bytes per element of what aten operator `name` writes under autocast (None: no
         floating input to go by)."""

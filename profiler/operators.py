@@ -70,7 +70,6 @@ from profiler.autocast_memory import (
     HALF_BYTES,
     LOWER_PRECISION_OPS,
     AutocastWidths,
-    storage_key,
 )
 
 # The tallies of the convolutions fast algorithms take, by kernel size, inside `conv`.
@@ -408,7 +407,7 @@ def operator_counter(fuse_normalisation: bool = False):
             width = self.widths.bytes_of(tensor)
             if width < FP32_BYTES and tensor.dim() > 0:
                 self.cast(tensor, width, FP32_BYTES)
-                self.widths.width[storage_key(tensor)] = FP32_BYTES
+                self.widths.set_width(tensor, FP32_BYTES)
 
         def autocast_casts(self, tensor) -> int:
             """Kernels autocast runs to hand an operator this input in its precision (an fp32
