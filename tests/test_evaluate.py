@@ -37,6 +37,13 @@ def test_evaluate_json_has_the_documented_shape(tmp_path):
     # Noise-free physics: an unseen GPU is predicted almost exactly; log-linear is not.
     assert result["mape"] < 5 < result["baseline_loglinear_mape"]
     assert set(result["predictions"][0]) >= {"measured", "predicted", "lo", "hi", "provenance"}
+    # Each row names its configuration, so that its errors can be grouped by any of them.
+    configurations = {(p["model"], p["gpu"], p["nodes"], p["workers"], p["precision"],
+                       p["batch_per_gpu"]) for p in result["predictions"]}
+    assert len(configurations) == result["n"]
+    assert {p["precision"] for p in result["predictions"]} == {"fp32", "amp"}
+    assert {p["batch_per_gpu"] for p in result["predictions"]} == {64}
+    assert all(isinstance(p["software"], str) for p in result["predictions"])
     # Which way the errors lean: the median of predicted over measured, overall and per group.
     for summary, rows in [(result, result["predictions"])] + [
             (g, [p for p in result["predictions"] if p["group"] == g["group"]])
