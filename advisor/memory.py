@@ -28,8 +28,10 @@ from gpuadvisor.vocab import HALF_PRECISIONS
 MIB = 2.0**20
 # Bytes of optimizer state per parameter (fp32): SGD keeps one momentum buffer, Adam(W) and
 # LAMB two moments, RMSprop with momentum (EfficientNet's recipe) its square average and a
-# momentum buffer.
-OPTIMIZER_STATE_BYTES = {"sgd": 4.0, "adamw": 8.0, "adam": 8.0, "lamb": 8.0, "rmsprop": 8.0}
+# momentum buffer. `bertadam` is Adam as NVIDIA's PyTorch BERT steps it without AMP, a Python
+# loop over the parameters (advisor.physics.EXTRA_UPDATE_PASSES): the same two moments.
+OPTIMIZER_STATE_BYTES = {"sgd": 4.0, "adamw": 8.0, "adam": 8.0, "lamb": 8.0, "rmsprop": 8.0,
+                         "bertadam": 8.0}
 # The optimizer a card's task is trained with when the card does not say (the zoo's recipes).
 TASK_OPTIMIZER = {"image": "sgd", "text": "adamw", "recommendation": "adam"}  # NCF: Adam
 # Image families whose published recipes train with another: EfficientNet with RMSprop, decay

@@ -206,10 +206,16 @@ ACTIVATION_PASSES = 2.0
 # @06a83ce7: the gradients' norm for clipping and the weights' norms read both, the first
 # stage writes the update into the gradient, its norms read it, the second stage reads it and
 # the weight again): 13 x 4 (TensorFlow's LAMBs and the TorchScript one NVIDIA's
-# Transformer-XL steps compute the same norms in more kernels). A configuration that names
-# no optimizer (features from before it was one) is priced as SGD with momentum.
+# Transformer-XL steps compute the same norms in more kernels). NVIDIA's PyTorch BERT
+# fine-tunes without AMP with `BertAdam` (run_squad.py@0663b67c; optimization.py@2a520dd5), a
+# Python loop over the parameters that writes each intermediate out: the gradients' norm
+# (multi_tensor_l2norm) reads the gradient, then m.mul_ and m.add_(g), v.mul_ and
+# v.addcmul_(g, g), sqrt(v), + eps, m / that, wd * p, update += that, lr * update, its
+# negation and p.add_: 31 x 4 bytes, 24 passes more than a fused Adam's 7 (the clipping line
+# rescales a copy of the weight when the norm exceeds 1, not counted). A configuration that
+# names no optimizer (features from before it was one) is priced as SGD with momentum.
 UPDATE_WEIGHT_BYTES = 12.0
-EXTRA_UPDATE_PASSES = {"lamb": 6.0}
+EXTRA_UPDATE_PASSES = {"lamb": 6.0, "bertadam": 24.0}
 DEFAULT_OPTIMIZER = "sgd"
 # Under accumulation a micro-step's weight gradient is added into the accumulated one (autograd's
 # AccumulateGrad: .grad += g, in fp32 whatever the compute dtype): it reads both and writes

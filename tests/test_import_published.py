@@ -541,7 +541,7 @@ def test_a_benchmarks_own_optimizer_reaches_the_features():
     rows = _shipped()
     timm = [r for r in rows if "pytorch-image-models" in r["source"]]
     assert len(timm) == 129 and {r["optimizer"] for r in timm} == {"sgd"}
-    assert {r["optimizer"] for r in rows if r not in timm} == {"", "lamb"}
+    assert {r["optimizer"] for r in rows if r not in timm} == {"", "lamb", "bertadam"}
     vit = next(r for r in timm if r["model"] == "vit_b16")
     trials = [trial_row(vit), trial_row({**vit, "optimizer": ""})]
     assert [t["extra"].get("optimizer") for t in trials] == ["sgd", None]
@@ -564,11 +564,30 @@ def test_nvidias_pre_training_rows_step_lamb():
                                           "transformer_xl_base", "transformer_xl_large"}
     assert all("pre-training" in r["notes"] or "Transformer-XL" in r["source"] for r in lamb)
     tuning = [r for r in rows if "fine-tuning" in r["notes"] and "BERT" in r["source"]]
-    assert len(tuning) > 80 and {r["optimizer"] for r in tuning} == {""}
+    assert len(tuning) > 80 and {r["optimizer"] for r in tuning} == {"", "bertadam"}
     pre = next(r for r in lamb if r["model"] == "bert_large")
     features, _, _ = trial_features([trial_row(pre), trial_row({**pre, "optimizer": ""})],
                                     model_features())
     assert features["optimizer_update_bytes"].tolist() == [52.0, 28.0]
+
+
+def test_nvidias_pytorch_squad_rows_without_amp_step_bertadam():
+    """NVIDIA's PyTorch run_squad.py of 2019 steps apex's FusedAdam under AMP and its own
+    BertAdam otherwise, a Python loop over the parameters (31 fp32 passes a parameter, 124
+    bytes); its 19.07 FP32 rows say so, its AMP rows keep the recipe's fused Adam."""
+    from advisor.features import model_features, trial_features
+
+    rows = _shipped()
+    bertadam = [r for r in rows if r["optimizer"] == "bertadam"]
+    assert len(bertadam) == 10
+    assert {(r["software"], r["precision"]) for r in bertadam} == {
+        ("pytorch-19.07 container, run_squad.py (SQuAD fine-tuning script)", "fp32")}
+    amp = [r for r in rows if r["software"] == bertadam[0]["software"]
+           and r["precision"] == "amp"]
+    assert amp and {r["optimizer"] for r in amp} == {""}
+    features, _, _ = trial_features([trial_row(bertadam[0]), trial_row(amp[0])],
+                                    model_features())
+    assert features["optimizer_update_bytes"].tolist() == [124.0, 28.0]
 
 
 def test_another_benchmarks_table_needs_only_its_configurations_and_figures(tmp_path):
