@@ -141,7 +141,7 @@ def test_a_trial_carries_its_optimizer(recommended):
     _, kept, skipped = trial_features(
         [{**trial, "extra": {"optimizer": "adagrad"}}], model_features())
     assert not kept and list(skipped) == ["unknown optimizer 'adagrad'; one of sgd, adamw, "
-                                          "adam, lamb, rmsprop"]
+                                          "adam, lamb, rmsprop, bertadam"]
 
 
 def test_a_trial_carries_its_memory_format(recommended):
