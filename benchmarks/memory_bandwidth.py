@@ -1,15 +1,15 @@
 """What a memory-bound kernel achieves against its size, beside what the physics prices.
 
 The physics prices each kernel a step runs at a floor (`kernel_floor`, fitted about 3 us) and
-every memory-bound byte at one efficiency (`memory`, fitted 1.70: 59% of the datasheet
-bandwidth), whatever the kernel. Published ViT rows of code that writes its attention out
-need long streaming passes to run faster than that (docs/accuracy_history.md, thirty-ninth
-session). This script times element-wise and normalisation kernels from small to large on
-the GPU, fits each one's time as t = t0 + bytes / (efficiency x datasheet bandwidth), and
-prints t0 and the efficiency beside the shipped fit's. Bytes are what the operator counter
-counts (profiler/operators.py: every tensor read plus every tensor written), so a kernel that
-makes more passes than that shows as a lower efficiency: batch_norm's statistics pass, for
-one.
+every memory-bound byte at one efficiency (`memory`, fitted: under 60% of the datasheet
+bandwidth; the script prints the shipped fit's), whatever the kernel. Published ViT rows of
+code that writes its attention out need long streaming passes to run faster than that
+(docs/accuracy_history.md, thirty-ninth session). This script times element-wise and
+normalisation kernels from small to large on the GPU, fits each one's time as t = t0 + bytes /
+(efficiency x datasheet bandwidth), and prints t0 and the efficiency beside the shipped fit's.
+Bytes are what the operator counter counts (profiler/operators.py: every tensor read plus every
+tensor written), so a kernel that makes more passes than that shows as a lower efficiency:
+batch_norm's statistics pass, for one.
 
     python3 benchmarks/memory_bandwidth.py [--dtypes float32,bfloat16] [--max-mib 1024]
 
