@@ -513,8 +513,8 @@ def test_a_bad_cell_is_named_by_its_column(tmp_path, column, value, message):
 
 def test_a_recipes_memory_format_reaches_the_features():
     """Mask R-CNN's README added native NHWC in May 2022 (21.12): its 19.02 and 20.06 figures
-    ran NCHW, as Tacotron 2 and WaveGlow's 1-D convolutions do; a row without the column is a
-    tuned recipe's channels-last."""
+    ran NCHW, as ResNet-50's 20.06 ones and Tacotron 2 and WaveGlow's 1-D convolutions do; a
+    row without the column is a tuned recipe's channels-last."""
     from advisor.features import LAYOUT_KEY, model_features, trial_features
 
     rows = _shipped()
@@ -524,6 +524,10 @@ def test_a_recipes_memory_format_reaches_the_features():
                        "pytorch-21.12 container": "nhwc"}
     assert {r["memory_format"] for r in rows if r["model"] in ("tacotron2", "waveglow")} == {
         "nchw"}
+    # ResNet-50's 20.06 README was still "working on adding NHWC" for mixed precision
+    resnet_2006 = [r for r in rows if r["model"] == "resnet50"
+                   and r["software"] == "pytorch-20.06 container"]
+    assert len(resnet_2006) == 4 and {r["memory_format"] for r in resnet_2006} == {"nchw"}
     resnet = next(r for r in rows if r["model"] == "resnet50" and r["precision"] == "amp")
     assert resnet["memory_format"] == ""
     trials = [trial_row(row) for row in (mask[0], resnet, {**resnet, "memory_format": "NCHW"})]
