@@ -15,6 +15,10 @@ or clusters, a sanity range rather than an error; torchtitan's are of the same m
 GPU count, micro-batch and sharding (FSDP), and differ only where the plan chooses
 gradient accumulation or activation checkpointing otherwise (its `remedy` column).
 
+Last, plans for models of one's own, carded as a user cards them (`profiler card --config
+config.json --seq-len N --save`, into a temporary data directory): an MPT-7B-shaped and a
+T5-base-shaped Hugging Face config, written here.
+
     .venv/bin/python benchmarks/reference_points.py
 """
 
@@ -127,6 +131,24 @@ LLM_POINTS = [
 ]
 TOKENS = "20B"  # enough work that every plan is a long run; the throughput does not depend on it
 
+# Configs of one's own: (card name, config.json, seq_len, GPU, GPUs, the figure beside it or
+# None, that figure in tokens/s a GPU). MPT-7B's shape (mosaicml/mpt-7b's config: d_model
+# 4,096, 32 layers and heads, ALiBi, vocabulary 50,432) beside MosaicML's campaign, 1T tokens
+# in 9.5 days on 440 A100-40GB ("Introducing MPT-7B", 2023: a floor, restarts and evaluation
+# included); T5-base's (as Hugging Face's t5-base: 222,903,552 parameters) at 512 tokens
+# each way, with no published figure beside it.
+OWN_CONFIGS = [
+    ("mpt_7b_shaped", {"model_type": "mpt", "architectures": ["MptForCausalLM"],
+                       "d_model": 4096, "n_heads": 32, "n_layers": 32, "expansion_ratio": 4,
+                       "max_seq_len": 2048, "vocab_size": 50432, "no_bias": True},
+     2048, "A100-40GB", 8, "MPT-7B: 1T tokens in 9.5 days on 440 A100-40GB (MosaicML, "
+     "\"Introducing MPT-7B\", 2023; campaign-wide, so a floor)", 1e12 / (9.5 * 86400 * 440)),
+    ("t5_base_shaped", {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"],
+                        "d_model": 768, "d_kv": 64, "d_ff": 3072, "num_layers": 12,
+                        "num_heads": 12, "vocab_size": 32128, "feed_forward_proj": "relu"},
+     512, "A100-80GB", 1, None, None),
+]
+
 
 def llm_plan(model: str, gpu: str, gpus: int) -> dict:
     """The fastest of the plans `advisor.recommend` makes for `model` on `gpus` GPUs of one
@@ -161,6 +183,45 @@ def llm_table() -> None:
         name = f"{model} {gpus}x{gpu} mb{plan['micro_batch']} {plan['remedy']}"
         print(f"{name:<34} {per_gpu:12,.0f} {plan['mfu']:5.0%} "
               f"{plan['mfu_lo']:5.0%}-{plan['mfu_hi']:<5.0%}  {published_mfu:>9}  {figure}")
+
+
+def own_config_table() -> None:
+    """OWN_CONFIGS carded into a temporary data directory and planned as LLM_POINTS are."""
+    import json
+    import os
+    import tempfile
+
+    from advisor.features import gpu_features
+    from gpuadvisor.cards import load_cards, save_own_card
+    from profiler.own_cards import Workload, config_card
+
+    print("\nModels of one's own (`profiler card --config`), bf16, planned by `advisor recommend`"
+          " (MFU by the card's FLOPs, and by 6N):")
+    print(f"{'plan':<40} {'samples/s/GPU':>13} {'90% interval':>13} {'tokens/s/GPU':>12} "
+          f"{'MFU':>5} {'6N':>4}  published")
+    before = os.environ.get("GPUADVISOR_HOME")
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["GPUADVISOR_HOME"] = home
+        try:
+            for name, config, seq, gpu, gpus, figure, tokens in OWN_CONFIGS:
+                folder = Path(home) / name
+                folder.mkdir()
+                (folder / "config.json").write_text(json.dumps(config))
+                save_own_card(config_card(folder / "config.json", name, Workload(seq_len=seq)))
+                plan = llm_plan(name, gpu, gpus)
+                per_gpu = plan["throughput"] / gpus
+                six_n = per_gpu * seq * 6 * float(load_cards()[name]["params"]) / (
+                    gpu_features(gpu)["gpu_tensor_tflops"] * 1e12)
+                label = f"{name} {gpus}x{gpu} mb{plan['micro_batch']} {plan['remedy']}"
+                beside = "-" if figure is None else f"{tokens:,.0f} tokens/s a GPU, {figure}"
+                lo, hi = plan["throughput_lo"] / gpus, plan["throughput_hi"] / gpus
+                print(f"{label:<40} {per_gpu:13,.1f} {lo:6,.1f}-{hi:<6,.1f} "
+                      f"{per_gpu * seq:12,.0f} {plan['mfu']:5.0%} {six_n:4.0%}  {beside}")
+        finally:
+            if before is None:
+                os.environ.pop("GPUADVISOR_HOME", None)
+            else:
+                os.environ["GPUADVISOR_HOME"] = before
 
 
 def main() -> None:
@@ -203,6 +264,7 @@ def main() -> None:
     for key, source in INDEPENDENT_SOURCES.items():
         print(f"  others ({key}): {source}")
     llm_table()
+    own_config_table()
 
 
 if __name__ == "__main__":
