@@ -190,6 +190,7 @@ def own_config_table() -> None:
     import json
     import os
     import tempfile
+    from unittest import mock
 
     from advisor.features import gpu_features
     from gpuadvisor.cards import load_cards, save_own_card
@@ -199,30 +200,22 @@ def own_config_table() -> None:
           " (MFU by the card's FLOPs, and by 6N):")
     print(f"{'plan':<40} {'samples/s/GPU':>13} {'90% interval':>13} {'tokens/s/GPU':>12} "
           f"{'MFU':>5} {'6N':>4}  published")
-    before = os.environ.get("GPUADVISOR_HOME")
-    with tempfile.TemporaryDirectory() as home:
-        os.environ["GPUADVISOR_HOME"] = home
-        try:
-            for name, config, seq, gpu, gpus, figure, tokens in OWN_CONFIGS:
-                folder = Path(home) / name
-                folder.mkdir()
-                (folder / "config.json").write_text(json.dumps(config))
-                save_own_card(config_card(folder / "config.json", name, Workload(seq_len=seq)))
-                plan = llm_plan(name, gpu, gpus)
-                per_gpu = plan["throughput"] / gpus
-                six_n = per_gpu * seq * 6 * float(load_cards()[name]["params"]) / (
-                    gpu_features(gpu)["gpu_tensor_tflops"] * 1e12)
-                label = f"{name} {gpus}x{gpu} mb{plan['micro_batch']} {plan['remedy']}"
-                beside = "-" if figure is None else f"{tokens:,.0f} tokens/s a GPU, {figure}"
-                lo, hi = plan["throughput_lo"] / gpus, plan["throughput_hi"] / gpus
-                print(f"{label:<40} {per_gpu:13,.1f} {lo:6,.1f}-{hi:<6,.1f} "
-                      f"{per_gpu * seq:12,.0f} {plan['mfu']:5.0%} {six_n:4.0%}  {beside}")
-        finally:
-            if before is None:
-                os.environ.pop("GPUADVISOR_HOME", None)
-            else:
-                os.environ["GPUADVISOR_HOME"] = before
-
+    with tempfile.TemporaryDirectory() as home, \
+            mock.patch.dict(os.environ, {"GPUADVISOR_HOME": home}):
+        for name, config, seq, gpu, gpus, figure, tokens in OWN_CONFIGS:
+            folder = Path(home) / name
+            folder.mkdir()
+            (folder / "config.json").write_text(json.dumps(config))
+            save_own_card(config_card(folder / "config.json", name, Workload(seq_len=seq)))
+            plan = llm_plan(name, gpu, gpus)
+            per_gpu = plan["throughput"] / gpus
+            six_n = per_gpu * seq * 6 * float(load_cards()[name]["params"]) / (
+                gpu_features(gpu)["gpu_tensor_tflops"] * 1e12)
+            label = f"{name} {gpus}x{gpu} mb{plan['micro_batch']} {plan['remedy']}"
+            beside = "-" if figure is None else f"{tokens:,.0f} tokens/s a GPU, {figure}"
+            lo, hi = plan["throughput_lo"] / gpus, plan["throughput_hi"] / gpus
+            print(f"{label:<40} {per_gpu:13,.1f} {lo:6,.1f}-{hi:<6,.1f} "
+                  f"{per_gpu * seq:12,.0f} {plan['mfu']:5.0%} {six_n:4.0%}  {beside}")
 
 def main() -> None:
     warnings.simplefilter("ignore")

@@ -144,8 +144,7 @@ class AutocastWidths:
         for result in tree_leaves(out):
             if isinstance(result, torch.Tensor) and result.is_floating_point() and width \
                     and not func.is_view:
-                self.width[storage_key(result)] = width
-                self.storages.append(result.untyped_storage())
+                self.set_width(result, width)
         return width
 
 
