@@ -17,6 +17,7 @@ from advisor.errors import AdvisorError
 from advisor.memory import optimizer_for, recipe_optimizer
 from advisor.physics import (
     SILICON_KEY,
+    XLA_KEY,
     dense_codes,
     factorize,
     fp32_issue_fraction,
@@ -73,6 +74,9 @@ HOST_KEY = "host_op_us"
 # recipes run 16-bit convolutions so: DLE's ConvNets benchmark AMP with `--memory-format nhwc`,
 # MXNet's and MLPerf's are NHWC) and a run of the profiler's, whose zoo models are NCHW, as NCHW.
 LAYOUT_KEY = "channels_last"
+# Optional (physics.XLA_KEY): 1 where the job compiles its step with XLA (a published row's
+# `xla` column: NVIDIA's TensorFlow BERT recipes), which fuses its element-wise work and
+# writes its attention out (physics.fused_elementwise_share); 0 or absent: it runs eagerly.
 # Optional: the optimizer a configuration trains with (advisor.memory.OPTIMIZER_STATE_BYTES
 # names them): a workload's, or a trial's `extra.optimizer` (the profiler's workers record
 # theirs, a published row its `optimizer` column); where absent, the card's recipe's
@@ -190,7 +194,7 @@ def configuration_features(
     # One convention for every source: all-reduce has no parameter servers, PS at least one.
     ps = np.nan_to_num(np.asarray(configs.get("ps_count", np.zeros(n)), dtype=float))
     out["ps_count"] = np.where(out["sync"] == "ps", np.maximum(ps, 1.0), 0.0)
-    for key in (HOST_KEY, LAYOUT_KEY):
+    for key in (HOST_KEY, LAYOUT_KEY, XLA_KEY):
         if key in configs:
             out[key] = np.array([_or(_num(v), np.nan) for v in configs[key]], dtype=float)
 
@@ -327,7 +331,7 @@ def _card_names(configs: Mapping[str, Any], model: np.ndarray) -> np.ndarray:
 def _columns(rows: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
     return {key: np.array([r.get(key) for r in rows], dtype=object)
             for key in CONFIG_KEYS + INPUT_SIZE_KEYS + LINK_KEYS
-            + (CARD_KEY, HOST_KEY, LAYOUT_KEY, OPTIMIZER_KEY) + LAYOUT_KEYS}
+            + (CARD_KEY, HOST_KEY, LAYOUT_KEY, OPTIMIZER_KEY, XLA_KEY) + LAYOUT_KEYS}
 
 
 def _trial_config(trial: Mapping[str, Any]) -> dict:
@@ -347,7 +351,7 @@ def _trial_config(trial: Mapping[str, Any]) -> dict:
         "network_gbps": _num(extra.get("network_gbps")) or network_gbps(provider, trial),
         "image_size": trial.get("image_size"), "seq_len": trial.get("seq_len"),
         CARD_KEY: extra.get(CARD_KEY), HOST_KEY: _num(extra.get(HOST_KEY)),
-        OPTIMIZER_KEY: extra.get(OPTIMIZER_KEY),
+        OPTIMIZER_KEY: extra.get(OPTIMIZER_KEY), XLA_KEY: float(bool(extra.get(XLA_KEY))),
         LAYOUT_KEY: float(bool(extra[LAYOUT_KEY] if LAYOUT_KEY in extra
                                else is_published(str(trial.get("source") or "")))),
         "interconnect": extra.get("interconnect") or _catalog_links().get(

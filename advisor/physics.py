@@ -85,9 +85,12 @@ from advisor.sharding import (
 )
 from gpuadvisor.cards import (
     AUTOCAST_BYTES_COLUMNS,
+    FUSIBLE_CLASSES,
     INTENSITY_EDGES,
     OPERATOR_CLASSES,
     PROFILED_CLASSES,
+    XLA_BYTES_COLUMN,
+    XLA_KERNELS_COLUMN,
     executed_flops_column,
     profile_column,
 )
@@ -112,6 +115,12 @@ SMOOTH_MAX_POWER = 4.0
 # development VM. A trial's host dispatches a step's kernels that much slower or faster.
 REFERENCE_HOST_OP_US = 2.0
 
+# The feature marking the rows whose step XLA compiled (advisor.features; a published row's
+# `xla` column): XLA fuses each run of element-wise kernels into one and has no fused
+# attention kernel, so such a row's element-wise traffic and kernels are its card's fused
+# figures (gpuadvisor.cards.XLA_BYTES_COLUMN, XLA_KERNELS_COLUMN;
+# profiler.operators.fused_elementwise).
+XLA_KEY = "xla"
 # The feature naming the GPU a configuration's measurements count for (cloud.gpus.silicon: a
 # V100-32GB's are a V100's): what anchoring, measured configurations and held-out GPUs key on.
 SILICON_KEY = "gpu_silicon"
@@ -394,7 +403,28 @@ def operator_work(features: dict) -> tuple[dict[str, np.ndarray], dict[str, np.n
         flops[kind] = np.where(split, f, flops_total if kind == "matmul" else 0.0)
         nbytes[kind] = np.where(split, b, ACTIVATION_PASSES * activation
                                 if kind == "other" else 0.0)
+    share = fused_elementwise_share(features, nbytes["other"] + nbytes["norm"], split)
+    for kind in FUSIBLE_CLASSES:
+        nbytes[kind] = nbytes[kind] * share
     return flops, nbytes, split
+
+
+def xla_rows(features: dict, column: str, n: int) -> np.ndarray:
+    """The rows compiled with XLA (XLA_KEY) whose card has the fused `column`."""
+    return (np.nan_to_num(_optional(features, XLA_KEY, n)) > 0) \
+        & np.isfinite(_optional(features, column, n))
+
+
+def fused_elementwise_share(features: dict, elementwise: np.ndarray,
+                            split: np.ndarray) -> np.ndarray:
+    """What each row's element-wise classes move per byte the card's eager trace counts
+    (`elementwise`, bytes per sample): the card's fused figure over it where XLA compiled the
+    step (XLA_BYTES_COLUMN: consecutive element-wise kernels fused, attention written out),
+    else 1. Applied to each precision's traffic alike."""
+    n = len(elementwise)
+    xla = xla_rows(features, XLA_BYTES_COLUMN, n) & split & (elementwise > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(xla, _optional(features, XLA_BYTES_COLUMN, n) / elementwise, 1.0)
 
 
 def executed_flops(features: dict, kind: str, counted: np.ndarray) -> np.ndarray:
@@ -650,11 +680,15 @@ def update_bytes(optimizer: str) -> float:
 
 def kernels_per_step(features: dict, n: int) -> np.ndarray:
     """The kernels the host dispatches a step: the card's, and under autocast the casts it
-    adds in front of its 16-bit operators (0 for a card without the columns)."""
+    adds in front of its 16-bit operators (0 for a card without the columns); under XLA the
+    card's fused count (XLA_KERNELS_COLUMN)."""
     kernels = np.nan_to_num(_optional(features, "kernels_per_step", n))
     casts = np.nan_to_num(_optional(features, "autocast_kernels_per_step", n))
     half = is_in(features, "precision", HALF_PRECISIONS)
-    return kernels + np.where(autocast_rows(features, n, half), casts, 0.0)
+    eager = kernels + np.where(autocast_rows(features, n, half), casts, 0.0)
+    # XLA folds autocast's casts into its fused kernels
+    return np.where(xla_rows(features, XLA_KERNELS_COLUMN, n),
+                    _optional(features, XLA_KERNELS_COLUMN, n), eager)
 
 
 def host_speed(features: dict, n: int) -> np.ndarray:

@@ -82,6 +82,14 @@ STEP_ACTIVATION_COLUMNS = {"activation_bytes_per_sample": "step_activation_bytes
 AUTOCAST_BYTES_COLUMNS = {kind: f"{kind}_autocast_bytes_per_sample" for kind in OPERATOR_CLASSES}
 PROFILE_COLUMNS = [profile_column(kind, edge, what) for kind in PROFILED_CLASSES
                    for edge in INTENSITY_EDGES for what in ("flops", "bytes")]
+# The step as a compiler that fuses element-wise work runs it (XLA: NVIDIA's TensorFlow BERT
+# recipes), attention written out (no fused attention kernel): its element-wise bytes per
+# sample in fp32 and its kernels (profiler.operators.fused_elementwise).
+# The classes a compiler fuses into the kernels around them: element-wise work,
+# activations, reductions and normalisations.
+FUSIBLE_CLASSES = ("other", "norm")
+XLA_BYTES_COLUMN = "xla_elementwise_bytes_per_sample"
+XLA_KERNELS_COLUMN = "xla_kernels_per_step"
 OPERATOR_COLUMNS = [f"{kind}_{what}_per_sample" for kind in OPERATOR_CLASSES
                     for what in ("flops", "bytes")] + ["step_bytes", "winograd_flops_per_sample",
                                                        "conv5x5_flops_per_sample",
@@ -92,7 +100,8 @@ OPERATOR_COLUMNS = [f"{kind}_{what}_per_sample" for kind in OPERATOR_CLASSES
                                                        *STEP_ACTIVATION_COLUMNS.values(),
                                                        *AUTOCAST_BYTES_COLUMNS.values(),
                                                        *map(tiled_column, TILED_CLASSES),
-                                                       *PROFILE_COLUMNS]
+                                                       *PROFILE_COLUMNS,
+                                                       XLA_BYTES_COLUMN, XLA_KERNELS_COLUMN]
 VERSION_COLUMNS = ["torch_version", "as_of", "source"]  # how a card was made, not what it says
 COLUMNS = WORKLOAD_COLUMNS + MEASURED_COLUMNS + OPERATOR_COLUMNS + VERSION_COLUMNS
 INT_COLUMNS = {"samples_per_epoch", "epochs", "image_size", "seq_len", "batch_per_gpu", "params",

@@ -20,7 +20,7 @@ from datetime import date
 from gpuadvisor.cards import STEP_ACTIVATION_COLUMNS, card_name, check_input_size
 from profiler import zoo
 from profiler.autocast_memory import autocast_saved_bytes, dtype_tracker
-from profiler.operators import operator_counter, split_from
+from profiler.operators import operator_counter, split_from, written_attention_pair
 
 # FlopCounterMode names the FLOP formulas (torch's flop_registry), which the operator counter
 # applies; the text is every shipped card's `source`, so it stays as the cards were made.
@@ -58,6 +58,29 @@ def _efficient_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=
         query, key, value, attn_mask, True, dropout_p, is_causal, scale=scale)[0]
 
 
+def _written_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                  scale=None, enable_gqa=False, **kwargs):
+    """Attention as code without a fused kernel writes it (transformers' eager attention,
+    NVIDIA's TensorFlow BERT): the scores matrix product, its scale, the mask, softmax,
+    dropout and the product with the values, each a kernel of its own."""
+    import math
+
+    import torch
+
+    if enable_gqa and key.shape[-3] != query.shape[-3]:
+        groups = query.shape[-3] // key.shape[-3]
+        key, value = (t.repeat_interleave(groups, dim=-3) for t in (key, value))
+    scores = query @ key.transpose(-2, -1) * (scale or 1 / math.sqrt(query.shape[-1]))
+    if is_causal:
+        length, keys = scores.shape[-2:]
+        attn_mask = torch.ones(length, keys, dtype=torch.bool, device=query.device).tril()
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf")) \
+            if attn_mask.dtype == torch.bool else scores + attn_mask
+    probabilities = _fused_dropout(torch.softmax(scores, dim=-1), dropout_p)
+    return probabilities @ value
+
+
 def _fused_dropout(input, p=0.5, training=True, inplace=False):
     """Dropout as CUDA runs it: one fused kernel (native_dropout) that writes the output and a
     1-byte mask, which backward keeps. The CPU and meta path multiplies by a float mask it
@@ -70,19 +93,21 @@ def _fused_dropout(input, p=0.5, training=True, inplace=False):
 
 
 @contextmanager
-def _gpu_kernels():
+def _gpu_kernels(written_attention: bool = False):
     """The card's trace runs the kernels a GPU runs where the meta device's differ: fused
-    memory-efficient attention, and fused dropout. BART's decoder builds an all-ones padding
-    mask and transformers reads it (on a GPU, a sync) to pick the causal attention kernel; the
-    meta device cannot read it, so the decoder builds none, as under compilation, and goes
-    to that kernel directly."""
+    memory-efficient attention (or, `written_attention`, attention written out:
+    `_written_sdpa`), and fused dropout. BART's decoder builds an all-ones padding mask and
+    transformers reads it (on a GPU, a sync) to pick the causal attention kernel; the meta
+    device cannot read it, so the decoder builds none, as under compilation, and goes to that
+    kernel directly."""
     import sys
     from unittest import mock
 
     import torch.nn.functional as F
 
     originals = F.scaled_dot_product_attention, F.dropout
-    F.scaled_dot_product_attention, F.dropout = _efficient_sdpa, _fused_dropout
+    F.scaled_dot_product_attention = _written_sdpa if written_attention else _efficient_sdpa
+    F.dropout = _fused_dropout
     bart = sys.modules.get("transformers.models.bart.modeling_bart")
     no_mask = (mock.patch.object(bart, "is_torchdynamo_compiling", lambda: True) if bart
                else nullcontext())
@@ -134,7 +159,8 @@ def figures(model, step, fuse_normalisation: bool = False) -> dict:
         return measure_module(model, lambda: step(batch), counters[batch])
 
     one, two = measured(1), measured(2)
-    return {**per_sample(one, two), **split_from(counters[1], counters[2])}
+    written = written_attention_pair(model, step, counters[1], fuse_normalisation)
+    return {**per_sample(one, two), **split_from(counters[1], counters[2], written)}
 
 
 def per_sample(one: dict, two: dict) -> dict:

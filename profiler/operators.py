@@ -50,14 +50,18 @@ its vocabulary, whose fp32 copies at the loss dominate its memory at the start o
 from __future__ import annotations
 
 import difflib
+import itertools
 import math
 
 from gpuadvisor.cards import (
     AUTOCAST_BYTES_COLUMNS,
+    FUSIBLE_CLASSES,
     INTENSITY_EDGES,
     PROFILE_COLUMNS,
     PROFILED_CLASSES,
     TILED_CLASSES,
+    XLA_BYTES_COLUMN,
+    XLA_KERNELS_COLUMN,
     profile_column,
     tiled_column,
 )
@@ -196,6 +200,40 @@ def _tensor_bytes(values) -> int:
                if isinstance(v, torch.Tensor))
 
 
+def fused_elementwise(kernel_log: list[tuple[bool, tuple, tuple]]) -> tuple[float, int]:
+    """(bytes, kernels) of a traced step whose element-wise work a compiler fuses (XLA's
+    operator fusion, which NVIDIA's TensorFlow BERT recipes turn on): each run of consecutive
+    element-wise kernels (FUSIBLE_CLASSES) becomes one kernel that reads each tensor it did
+    not produce once and writes only what a kernel outside it reads (or nothing reads: a
+    parameter's gradient). A tensor saved for the backward pass is read there, so it is
+    written. Returns the fused kernels' bytes and the step's kernels (the others unchanged).
+    Consecutive runs only: XLA also fuses across independent branches, so this is the least
+    it fuses."""
+    readers: dict[int, list[int]] = {}
+    for index, (_, reads, _) in enumerate(kernel_log):
+        for storage, _ in reads:
+            readers.setdefault(storage, []).append(index)
+    fused_bytes, kernels, start = 0.0, 0, 0
+    while start < len(kernel_log):
+        kernels += 1
+        if not kernel_log[start][0]:
+            start += 1
+            continue
+        end = start
+        while end < len(kernel_log) and kernel_log[end][0]:
+            end += 1
+        produced: dict[int, int] = {}
+        read: dict[int, int] = {}
+        for _, reads, writes in kernel_log[start:end]:
+            read.update((storage, size) for storage, size in reads if storage not in produced)
+            produced.update(writes)
+        fused_bytes += sum(read.values()) + sum(
+            size for storage, size in produced.items()
+            if not all(start <= reader < end for reader in readers.get(storage, [end])))
+        start = end
+    return fused_bytes, kernels
+
+
 def _element_count(values) -> int:
     import torch
     from torch.utils._pytree import tree_leaves
@@ -243,6 +281,7 @@ def operator_counter(fuse_normalisation: bool = False):
     `fuse_normalisation`, a batch normalisation's ReLU and residual add run in its own
     kernel (`FUSED_SHARE`)."""
     import torch
+    from torch.multiprocessing.reductions import StorageWeakRef
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
@@ -285,6 +324,11 @@ def operator_counter(fuse_normalisation: bool = False):
             # The casts autocast adds to them (`autocast_casts`), and the weights already cast.
             self.autocast_kernels = 0
             self.cast_weights: set[int] = set()
+            # Each kernel's (element-wise or not, its inputs' and its outputs' storages with
+            # their bytes), in order: what `fused_elementwise` groups as XLA would.
+            self.kernel_log: list[tuple[bool, tuple, tuple]] = []
+            self.storage_numbers: dict[int, tuple] = {}  # address -> (number, weak reference)
+            self.numbers = itertools.count()
             # FLOPs of the operators torch's FLOP counter has a formula for (matrix products,
             # convolutions, attention), as it counts them: the card's flops_per_sample.
             self.formula_flops = 0
@@ -338,7 +382,25 @@ def operator_counter(fuse_normalisation: bool = False):
             if kind in PROFILED_CLASSES:
                 dims = gemm_dims(func, kind, args, kwargs)
                 self.operators.append((name, kind, flops, nbytes, dims))
+            self.kernel_log.append((kind in FUSIBLE_CLASSES, self.storages((args, kwargs)),
+                                    self.storages(out)))
             return out
+
+        def storages(self, values) -> tuple[tuple[int, int], ...]:
+            """(storage, bytes) of each tensor among `values`: a storage's number in the
+            order first seen, so that one freed and another allocated at its address are
+            two. Held weakly: a reference to a tensor would change what autograd dispatches
+            (it copies a gradient it could otherwise take over)."""
+            out = []
+            for tensor in tree_leaves(values):
+                if isinstance(tensor, torch.Tensor):
+                    storage = tensor.untyped_storage()
+                    known = self.storage_numbers.get(storage._cdata)
+                    if known is None or known[1].expired():
+                        known = (next(self.numbers), StorageWeakRef(storage))
+                        self.storage_numbers[storage._cdata] = known
+                    out.append((known[0], tensor.numel() * tensor.element_size()))
+            return tuple(out)
 
         def fused_share(self, name: str, args, out) -> float:
             """The share of its traffic operator `name` moves where a batch normalisation's
@@ -425,16 +487,18 @@ def operator_counter(fuse_normalisation: bool = False):
     return OperatorCounter()
 
 
-def trace(model, step, batch: int, fuse_normalisation: bool = False):
+def trace(model, step, batch: int, fuse_normalisation: bool = False,
+          written_attention: bool = False):
     """The counter (`operator_counter`, fusing normalisations' activations where
     `fuse_normalisation`) of one training step (forward and backward, fp32) of `model` at
-    `batch` samples, on the meta device: its `totals` (class -> [FLOPs, bytes]) and
-    `operators`. `step(batch)` returns the loss of that step's forward pass."""
+    `batch` samples, on the meta device, its attention written out where
+    `written_attention`: its `totals` (class -> [FLOPs, bytes]) and `operators`.
+    `step(batch)` returns the loss of that step's forward pass."""
     from profiler.cards import _gpu_kernels
 
     model.zero_grad(set_to_none=True)  # a step writes its gradients, it does not add to them
     counter = operator_counter(fuse_normalisation)
-    with _gpu_kernels(), counter:
+    with _gpu_kernels(written_attention), counter:
         loss = step(batch)
         counter.backward = True
         loss.backward()
@@ -484,12 +548,24 @@ def split_of(model, step) -> dict[str, int]:
     matrix products', convolutions' and attention kernels' tiles execute
     (`<class>_tiled_flops_per_sample`).
     `step(batch)` returns the loss of a forward pass at `batch` samples on the meta device."""
-    return split_from(trace(model, step, 1), trace(model, step, 2))
+    one = trace(model, step, 1)
+    return split_from(one, trace(model, step, 2), written_attention_pair(model, step, one))
 
 
-def split_from(traced_one, traced_two) -> dict[str, int]:
+def written_attention_pair(model, step, traced_one, fuse_normalisation: bool = False):
+    """The step traced at batches 1 and 2 with its attention written out (what a compiler
+    without a fused attention kernel fuses around, `fused_elementwise`), where `traced_one`
+    (the step at batch 1) ran an attention kernel; else None."""
+    if not traced_one.totals["attention"][0]:
+        return None
+    return tuple(trace(model, step, batch, fuse_normalisation, written_attention=True)
+                 for batch in (1, 2))
+
+
+def split_from(traced_one, traced_two, written=None) -> dict[str, int]:
     """`split_of`'s columns from the counters (`operator_counter`) of one training step at
-    batch 1 and at batch 2."""
+    batch 1 and at batch 2; the fused columns (`fused_elementwise`) from `written`'s pair,
+    the same steps with attention written out, where the model has attention."""
     one, two = traced_one.totals, traced_two.totals
     out, padding = intensity_profile(traced_one.operators, traced_two.operators)
     step_bytes = 0.0
@@ -508,6 +584,11 @@ def split_from(traced_one, traced_two) -> dict[str, int]:
     out["logits_bytes_per_sample"] = round(two[LOGITS][1] - one[LOGITS][1])
     out["kernels_per_step"] = traced_one.kernels
     out["autocast_kernels_per_step"] = traced_one.autocast_kernels
+    written_one, written_two = written or (traced_one, traced_two)
+    fused_one, kernels = fused_elementwise(written_one.kernel_log)
+    fused_two, _ = fused_elementwise(written_two.kernel_log)
+    out[XLA_BYTES_COLUMN] = round(max(fused_two - fused_one, 0.0))
+    out[XLA_KERNELS_COLUMN] = kernels
     return out
 
 

@@ -814,3 +814,32 @@ def test_a_figure_its_source_contradicts_is_kept_but_never_fitted(tmp_path):
     # EfficientNet-B4 on one 32 GB V100: 36 and 89 img/s, against 80 and 196 a GPU on eight
     b4 = (features["model"] == "efficientnet_b4") & (features["gpu"] == "V100")
     assert not np.isin(throughput[b4], [36.0, 89.0]).any() and b4.sum() >= 6
+
+
+def test_xla_rows_reach_the_features_and_are_priced_fused():
+    """NVIDIA's TensorFlow BERT recipes compile their step with XLA (their scripts, cited in
+    each row's software): BERT-Large's and BioBERT's rows at every precision, ELECTRA's with
+    AMP only (`run_squad.sh`: `--amp --xla`). Such a row is priced with its card's fused
+    element-wise figures: at 512 tokens XLA writes the scores out that the fused attention
+    kernel keeps on chip, so its memory term grows, with fewer kernels than eager's."""
+    from advisor import physics
+    from advisor.features import XLA_KEY, model_features, trial_features
+
+    rows = _shipped()
+    xla = [r for r in rows if r["xla"] == "1"]
+    assert {r["model"] for r in xla} == {"bert_large", "bert_base"}
+    assert all("XLA" in r["software"] and r["framework"] == "TensorFlow" for r in xla)
+    electra = [r for r in rows if "ELECTRA" in r["source"]]
+    assert {r["precision"] for r in electra if r["xla"] == "1"} == {"amp"}
+    assert {r["xla"] for r in electra if r["precision"] != "amp"} == {""}
+    phase2 = next(r for r in xla if r["seq_len"] == "512" and r["precision"] == "fp32")
+    trials = [trial_row(phase2), trial_row({**phase2, "xla": ""})]
+    assert [t["extra"].get(XLA_KEY) for t in trials] == [True, None]
+    features, _, _ = trial_features(trials, model_features())
+    assert features[XLA_KEY].tolist() == [1.0, 0.0]
+    memory = physics.roofline_terms(features)["memory"]
+    assert memory[0] > 1.2 * memory[1]
+    kernels = physics.kernels_per_step(features, 2)
+    assert kernels[0] < kernels[1]
+    with pytest.raises(ValueError, match="xla is 'maybe', expected 1 or 0"):
+        trial_row({**phase2, "xla": "maybe"})

@@ -374,3 +374,57 @@ def test_a_fused_normalisation_runs_its_relu_and_residual_add_in_its_kernel(resi
     assert plain.totals["other"][1] - fused.totals["other"][1] == pytest.approx(removed)
     assert fused.totals["norm"] == plain.totals["norm"]
     assert plain.kernels - fused.kernels == 2 + int(residual)
+
+
+def test_fused_elementwise_reads_and_writes_a_run_of_element_wise_kernels_once():
+    """XLA's fusion, by hand: relu then mul then add of a 3x20 fp32 tensor between two matrix
+    products are one kernel that reads the first product's output and writes what the second
+    reads; alone each reads and writes its own. Backward, what a kernel saves is read there,
+    so it stays written."""
+    from profiler.operators import fused_elementwise, operator_counter
+
+    with torch.device("meta"):
+        first, second = torch.nn.Linear(10, 20), torch.nn.Linear(20, 5)
+        x = torch.empty(3, 10)
+    counter = operator_counter()
+    with counter:
+        with torch.no_grad():
+            hidden = first(x)
+            second(torch.relu(hidden) * 2.0 + 1.0)
+    tensor = 4 * 3 * 20
+    assert counter.totals["other"][1] == 3 * 2 * tensor  # three kernels, each reads and writes
+    fused_bytes, kernels = fused_elementwise(counter.kernel_log)
+    assert fused_bytes == 2 * tensor  # one read of the product, one write for the next
+    assert kernels == 3 == counter.kernels - 2  # addmm, the fused kernel, addmm
+
+    log = [(True, ((1, 8),), ((2, 8),)), (True, ((2, 8),), ((3, 8),)),
+           (False, ((3, 8),), ((4, 8),)), (False, ((2, 8),), ((5, 8),))]
+    # the first kernel's output is read inside the run and again by the last (a saved tensor)
+    assert fused_elementwise(log) == (8 + 8 + 8, 3)
+
+
+def test_a_card_prices_attention_written_out_under_xla():
+    """A card's XLA columns come from the step traced with attention written out (matrix
+    products, scale, softmax and dropout, each a kernel) and its element-wise kernels fused:
+    more bytes than the fused attention kernel's eager element-wise traffic at 512 tokens, the
+    scores now read and written, and fewer kernels than run one by one."""
+    from profiler.operators import split_of
+
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.project = torch.nn.Linear(64, 3 * 64)
+
+        def forward(self, x):
+            q, k, v = self.project(x).view(x.shape[0], x.shape[1], 3, 4, 16).unbind(2)
+            out = torch.nn.functional.scaled_dot_product_attention(
+                *(t.transpose(1, 2) for t in (q, k, v)), dropout_p=0.1)
+            return torch.nn.functional.gelu(out).sum()
+
+    with torch.device("meta"):
+        model = Attention()
+    columns = split_of(model, lambda batch: model(torch.empty(batch, 512, 64, device="meta")))
+    eager = columns["other_bytes_per_sample"] + columns["norm_bytes_per_sample"]
+    scores = 4 * 512 * 512  # heads x queries x keys, a sample
+    assert columns["xla_elementwise_bytes_per_sample"] > eager + 4 * scores
+    assert columns["xla_kernels_per_step"] < columns["kernels_per_step"] + 6

@@ -24,7 +24,8 @@ optional `interconnect` says how the node linked its GPUs (PCIe for a server wit
 bridges, whose GPUs have NVLink on the datasheet), and the layout where the optional
 `sharded`, `checkpointing` and `accumulation` columns give it (an LLM table's FSDP runs with
 activation checkpointing), and optimizer where the optional `optimizer` column names what
-the run stepped where it is not the model's recipe's (timm's benchmark steps SGD). Where the
+the run stepped where it is not the model's recipe's (timm's benchmark steps SGD), and xla
+where the optional `xla` column says the run compiled its step with XLA. Where the
 optional column
 `mean_seq_len` gives the mean length a sequence was padded to (an input pipeline that pads a
 batch only to its longest sequence), that is the trial's `seq_len`, the workload it measured,
@@ -44,6 +45,7 @@ from typing import Any
 from advisor.features import LAYOUT_KEY
 from advisor.importers import ImportDataError, ImportResult, already_imported, fingerprint
 from advisor.memory import OPTIMIZER_STATE_BYTES
+from advisor.physics import XLA_KEY
 from cloud.gpus import gpu_spec
 from gpuadvisor import data
 from gpuadvisor.cards import (
@@ -166,6 +168,15 @@ def _layout(row: dict[str, str]) -> dict[str, Any]:
     if accumulation := _int((row.get("accumulation") or "").strip(), "accumulation"):
         layout["accumulation"] = accumulation
     return layout
+
+
+def _xla(row: dict[str, str]) -> dict[str, bool]:
+    """`extra.xla` of a row whose optional `xla` column says its run compiled the step with
+    XLA (1; 0 or empty: it ran eagerly)."""
+    given = (row.get(XLA_KEY) or "").strip().lower()
+    if given and given not in FLAGS:
+        raise ValueError(f"xla is {given[:20]!r}, expected 1 or 0 (yes or no)")
+    return {XLA_KEY: True} if FLAGS.get(given) else {}
 
 
 def _optimizer(row: dict[str, str]) -> dict[str, str]:
@@ -299,7 +310,7 @@ def trial_row(row: dict[str, str], cards: dict[str, dict] | None = None) -> dict
     layout = _layout(row)
     extra = ({"network_gbps": _positive(row["network_gbps"], "network_gbps")}
              if row.get("network_gbps") else {}) | _memory_format(row) | _interconnect(row) \
-        | layout | _optimizer(row)
+        | layout | _optimizer(row) | _xla(row)
     seq_len, max_seq_len = workload_seq_len(row), _int(row["seq_len"], "seq_len")
     if seq_len != max_seq_len:
         extra["max_seq_len"] = max_seq_len
