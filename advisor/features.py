@@ -74,9 +74,6 @@ HOST_KEY = "host_op_us"
 # recipes run 16-bit convolutions so: DLE's ConvNets benchmark AMP with `--memory-format nhwc`,
 # MXNet's and MLPerf's are NHWC) and a run of the profiler's, whose zoo models are NCHW, as NCHW.
 LAYOUT_KEY = "channels_last"
-# Optional (physics.XLA_KEY): 1 where the job compiles its step with XLA (a published row's
-# `xla` column: NVIDIA's TensorFlow BERT recipes), which fuses its element-wise work and
-# writes its attention out (physics.fused_elementwise_share); 0 or absent: it runs eagerly.
 # Optional: the optimizer a configuration trains with (advisor.memory.OPTIMIZER_STATE_BYTES
 # names them): a workload's, or a trial's `extra.optimizer` (the profiler's workers record
 # theirs, a published row its `optimizer` column); where absent, the card's recipe's
@@ -194,7 +191,7 @@ def configuration_features(
     # One convention for every source: all-reduce has no parameter servers, PS at least one.
     ps = np.nan_to_num(np.asarray(configs.get("ps_count", np.zeros(n)), dtype=float))
     out["ps_count"] = np.where(out["sync"] == "ps", np.maximum(ps, 1.0), 0.0)
-    for key in (HOST_KEY, LAYOUT_KEY, XLA_KEY):
+    for key in (HOST_KEY, LAYOUT_KEY, XLA_KEY):  # XLA_KEY: 1 where XLA compiled the step
         if key in configs:
             out[key] = np.array([_or(_num(v), np.nan) for v in configs[key]], dtype=float)
 

@@ -82,12 +82,12 @@ STEP_ACTIVATION_COLUMNS = {"activation_bytes_per_sample": "step_activation_bytes
 AUTOCAST_BYTES_COLUMNS = {kind: f"{kind}_autocast_bytes_per_sample" for kind in OPERATOR_CLASSES}
 PROFILE_COLUMNS = [profile_column(kind, edge, what) for kind in PROFILED_CLASSES
                    for edge in INTENSITY_EDGES for what in ("flops", "bytes")]
-# The step as a compiler that fuses element-wise work runs it (XLA: NVIDIA's TensorFlow BERT
-# recipes), attention written out (no fused attention kernel): its element-wise bytes per
-# sample in fp32 and its kernels (profiler.operators.fused_elementwise).
 # The classes a compiler fuses into the kernels around them: element-wise work,
 # activations, reductions and normalisations.
 FUSIBLE_CLASSES = ("other", "norm")
+# The step as a compiler that fuses element-wise work runs it (XLA: NVIDIA's TensorFlow BERT
+# recipes), attention written out (no fused attention kernel): its element-wise bytes per
+# sample in fp32 and its kernels (profiler.operators.fused_elementwise).
 XLA_BYTES_COLUMN = "xla_elementwise_bytes_per_sample"
 XLA_KERNELS_COLUMN = "xla_kernels_per_step"
 OPERATOR_COLUMNS = [f"{kind}_{what}_per_sample" for kind in OPERATOR_CLASSES

@@ -208,7 +208,7 @@ def fused_elementwise(kernel_log: list[tuple[bool, tuple, tuple]]) -> tuple[floa
     parameter's gradient). A tensor saved for the backward pass is read there, so it is
     written. Returns the fused kernels' bytes and the step's kernels (the others unchanged).
     Consecutive runs only: XLA also fuses across independent branches, so this is the least
-    it fuses."""
+    it fuses. Tensors are told apart by storage: two views of one read in a run count once."""
     readers: dict[int, list[int]] = {}
     for index, (_, reads, _) in enumerate(kernel_log):
         for storage, _ in reads:
