@@ -44,13 +44,20 @@ def conv_backward_flop(grad_out_shape, x_shape, w_shape, _bias, _stride, _paddin
     return forward * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
 
 
+def _query_heads(query, key, value, enable_gqa: bool):
+    """Key and value with a head for each query head: under grouped-query attention each K/V
+    head serves several query heads."""
+    if enable_gqa and key.shape[-3] != query.shape[-3]:
+        groups = query.shape[-3] // key.shape[-3]
+        key, value = (t.repeat_interleave(groups, dim=-3) for t in (key, value))
+    return key, value
+
+
 def _efficient_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                     scale=None, enable_gqa=False, **kwargs):
     import torch
 
-    if enable_gqa and key.shape[-3] != query.shape[-3]:  # grouped-query attention: each K/V
-        groups = query.shape[-3] // key.shape[-3]  # head serves `groups` query heads
-        key, value = (t.repeat_interleave(groups, dim=-3) for t in (key, value))
+    key, value = _query_heads(query, key, value, enable_gqa)
     if attn_mask is not None and attn_mask.dtype == torch.bool:  # the kernel takes a bias
         bias = torch.zeros(attn_mask.shape, dtype=query.dtype, device=query.device)
         attn_mask = bias.masked_fill(~attn_mask, float("-inf"))
@@ -67,9 +74,7 @@ def _written_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=Fa
 
     import torch
 
-    if enable_gqa and key.shape[-3] != query.shape[-3]:
-        groups = query.shape[-3] // key.shape[-3]
-        key, value = (t.repeat_interleave(groups, dim=-3) for t in (key, value))
+    key, value = _query_heads(query, key, value, enable_gqa)
     scores = query @ key.transpose(-2, -1) * (scale or 1 / math.sqrt(query.shape[-1]))
     if is_causal:
         length, keys = scores.shape[-2:]

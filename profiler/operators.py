@@ -50,7 +50,6 @@ its vocabulary, whose fp32 copies at the loss dominate its memory at the start o
 from __future__ import annotations
 
 import difflib
-import itertools
 import math
 
 from gpuadvisor.cards import (
@@ -74,6 +73,7 @@ from profiler.autocast_memory import (
     HALF_BYTES,
     LOWER_PRECISION_OPS,
     AutocastWidths,
+    storage_key,
 )
 
 # The tallies of the convolutions fast algorithms take, by kernel size, inside `conv`.
@@ -281,7 +281,6 @@ def operator_counter(fuse_normalisation: bool = False):
     `fuse_normalisation`, a batch normalisation's ReLU and residual add run in its own
     kernel (`FUSED_SHARE`)."""
     import torch
-    from torch.multiprocessing.reductions import StorageWeakRef
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
@@ -327,8 +326,7 @@ def operator_counter(fuse_normalisation: bool = False):
             # Each kernel's (element-wise or not, its inputs' and its outputs' storages with
             # their bytes), in order: what `fused_elementwise` groups as XLA would.
             self.kernel_log: list[tuple[bool, tuple, tuple]] = []
-            self.storage_numbers: dict[int, tuple] = {}  # address -> (number, weak reference)
-            self.numbers = itertools.count()
+            self.kept_storages: list = []
             # FLOPs of the operators torch's FLOP counter has a formula for (matrix products,
             # convolutions, attention), as it counts them: the card's flops_per_sample.
             self.formula_flops = 0
@@ -387,19 +385,15 @@ def operator_counter(fuse_normalisation: bool = False):
             return out
 
         def storages(self, values) -> tuple[tuple[int, int], ...]:
-            """(storage, bytes) of each tensor among `values`: a storage's number in the
-            order first seen, so that one freed and another allocated at its address are
-            two. Held weakly: a reference to a tensor would change what autograd dispatches
-            (it copies a gradient it could otherwise take over)."""
+            """(storage, bytes) of each tensor among `values`. The storage is kept, as
+            AutocastWidths keeps those it records, so that no later one reuses its address; a
+            tensor is not (a reference to it would change what autograd dispatches: it copies
+            a gradient it could otherwise take over)."""
             out = []
             for tensor in tree_leaves(values):
                 if isinstance(tensor, torch.Tensor):
-                    storage = tensor.untyped_storage()
-                    known = self.storage_numbers.get(storage._cdata)
-                    if known is None or known[1].expired():
-                        known = (next(self.numbers), StorageWeakRef(storage))
-                        self.storage_numbers[storage._cdata] = known
-                    out.append((known[0], tensor.numel() * tensor.element_size()))
+                    self.kept_storages.append(tensor.untyped_storage())
+                    out.append((storage_key(tensor), tensor.numel() * tensor.element_size()))
             return tuple(out)
 
         def fused_share(self, name: str, args, out) -> float:
