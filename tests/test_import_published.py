@@ -513,8 +513,9 @@ def test_a_bad_cell_is_named_by_its_column(tmp_path, column, value, message):
 
 def test_a_recipes_memory_format_reaches_the_features():
     """Mask R-CNN's README added native NHWC in May 2022 (21.12): its 19.02 and 20.06 figures
-    ran NCHW, as ResNet-50's 20.06 ones and Tacotron 2 and WaveGlow's 1-D convolutions do; a
-    row without the column is a tuned recipe's channels-last."""
+    ran NCHW, as ResNet-50's 20.06 ones, the ConvNets' later TF32 and FP32 ones and Tacotron 2
+    and WaveGlow's 1-D convolutions do; a row without the column is a tuned recipe's
+    channels-last."""
     from advisor.features import LAYOUT_KEY, model_features, trial_features
 
     rows = _shipped()
@@ -528,6 +529,11 @@ def test_a_recipes_memory_format_reaches_the_features():
     resnet_2006 = [r for r in rows if r["model"] == "resnet50"
                    and r["software"] == "pytorch-20.06 container"]
     assert len(resnet_2006) == 4 and {r["memory_format"] for r in resnet_2006} == {"nchw"}
+    # the ConvNets' configs.yml sets nhwc for AMP alone; main.py defaults to nchw
+    later = [r for r in rows if "PyTorch/Classification/ConvNets" in r["source"]
+             and r["software"] in ("pytorch-20.12 container", "pytorch-21.03 container")]
+    assert {(r["precision"], r["memory_format"]) for r in later} == {
+        ("amp", ""), ("tf32", "nchw"), ("fp32", "nchw")}
     resnet = next(r for r in rows if r["model"] == "resnet50" and r["precision"] == "amp")
     assert resnet["memory_format"] == ""
     trials = [trial_row(row) for row in (mask[0], resnet, {**resnet, "memory_format": "NCHW"})]
@@ -576,16 +582,19 @@ def test_nvidias_pre_training_rows_step_lamb():
 
 
 def test_nvidias_pytorch_squad_rows_without_amp_step_bertadam():
-    """NVIDIA's PyTorch run_squad.py of 2019 steps apex's FusedAdam under AMP and its own
-    BertAdam otherwise, a Python loop over the parameters (31 fp32 passes a parameter, 124
-    bytes); its 19.07 FP32 rows say so, its AMP rows keep the recipe's fused Adam."""
+    """NVIDIA's PyTorch run_squad.py steps apex's FusedAdam under AMP and its own BertAdam
+    otherwise, a Python loop over the parameters (31 fp32 passes a parameter, 124 bytes), in
+    2019 and still in the 21.11 release: those FP32 and TF32 rows say so, the AMP rows keep
+    the recipe's fused Adam."""
     from advisor.features import model_features, trial_features
 
     rows = _shipped()
     bertadam = [r for r in rows if r["optimizer"] == "bertadam"]
-    assert len(bertadam) == 10
+    assert len(bertadam) == 14
+    squad = "container, run_squad.py (SQuAD fine-tuning script)"
     assert {(r["software"], r["precision"]) for r in bertadam} == {
-        ("pytorch-19.07 container, run_squad.py (SQuAD fine-tuning script)", "fp32")}
+        (f"pytorch-19.07 {squad}", "fp32"), (f"pytorch-21.11 {squad}", "fp32"),
+        (f"pytorch-21.11 {squad}", "tf32")}
     amp = [r for r in rows if r["software"] == bertadam[0]["software"]
            and r["precision"] == "amp"]
     assert amp and {r["optimizer"] for r in amp} == {""}
