@@ -217,6 +217,7 @@ def own_config_table() -> None:
             print(f"{label:<40} {per_gpu:13,.1f} {lo:6,.1f}-{hi:<6,.1f} "
                   f"{per_gpu * seq:12,.0f} {plan['mfu']:5.0%} {six_n:4.0%}  {beside}")
 
+
 def main() -> None:
     warnings.simplefilter("ignore")
     n = len(POINTS)

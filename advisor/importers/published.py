@@ -154,17 +154,22 @@ def _interconnect(row: dict[str, str]) -> dict[str, str]:
 FLAGS = {"1": True, "yes": True, "true": True, "0": False, "no": False, "false": False}
 
 
+def _flag(row: dict[str, str], column: str) -> bool | None:
+    """A yes-or-no column's value (FLAGS); None where empty."""
+    given = (row.get(column) or "").strip().lower()
+    if given and given not in FLAGS:
+        raise ValueError(f"{column} is {given[:20]!r}, expected 1 or 0 (yes or no)")
+    return FLAGS[given] if given else None
+
+
 def _layout(row: dict[str, str]) -> dict[str, Any]:
     """`extra.sharded`, `extra.checkpointing` and `extra.accumulation` of a row whose optional
     columns give them (FSDP full shard, activation checkpointing, micro-steps an optimizer
     step); nothing where empty: plain DDP, as for any trial."""
     layout: dict[str, Any] = {}
     for column in ("sharded", "checkpointing"):
-        given = (row.get(column) or "").strip().lower()
-        if given and given not in FLAGS:
-            raise ValueError(f"{column} is {given[:20]!r}, expected 1 or 0 (yes or no)")
-        if given:
-            layout[column] = FLAGS[given]
+        if (flag := _flag(row, column)) is not None:
+            layout[column] = flag
     if accumulation := _int((row.get("accumulation") or "").strip(), "accumulation"):
         layout["accumulation"] = accumulation
     return layout
@@ -173,10 +178,7 @@ def _layout(row: dict[str, str]) -> dict[str, Any]:
 def _xla(row: dict[str, str]) -> dict[str, bool]:
     """`extra.xla` of a row whose optional `xla` column says its run compiled the step with
     XLA (1; 0 or empty: it ran eagerly)."""
-    given = (row.get(XLA_KEY) or "").strip().lower()
-    if given and given not in FLAGS:
-        raise ValueError(f"xla is {given[:20]!r}, expected 1 or 0 (yes or no)")
-    return {XLA_KEY: True} if FLAGS.get(given) else {}
+    return {XLA_KEY: True} if _flag(row, XLA_KEY) else {}
 
 
 def _optimizer(row: dict[str, str]) -> dict[str, str]:
