@@ -131,8 +131,10 @@ def test_hand_checked_counts():
     # timm parameter count its card matches; ViT-H/14 has no NHWC line, and the 24 RegNets'
     # NHWC lines are left out: pytorch/pytorch#70954) and 19 MLPerf ResNet-50 rows (PCIe
     # servers: A30, A40, L4, L40, A100 PCIe, H100 PCIe) on 2026-12-05.
+    # + 18 rows of DLE's Tacotron 2 README as it stood for the 19.06 and 19.12 containers
+    # (Tacotron 2 and WaveGlow on 1-8 V100s) on 2026-12-07.
     rows = _shipped()
-    assert len(rows) == 1319
+    assert len(rows) == 1337
     per_model = {}
     for r in rows:
         per_model[r["model"]] = per_model.get(r["model"], 0) + 1
@@ -154,7 +156,7 @@ def test_hand_checked_counts():
                          "transformer_xl_base": 58, "transformer_xl_large": 42, "gnmt_v2": 18,
                          "ssd300": 21, "nnunet_2d": 24, "nnunet_3d": 22, "dlrm": 2,
                          "mask_rcnn": 59, "inception_v3": 60, "vgg16": 34, "alexnet": 22,
-                         "ncf": 30, "waveglow": 12, "tacotron2": 12, "bart_large": 16,
+                         "ncf": 30, "waveglow": 18, "tacotron2": 24, "bart_large": 16,
                          "resnet18": 2, "resnet34": 2, "resnet101": 2, "inception_v4": 2,
                          "densenet121": 2, "densenet161": 2, "densenet169": 2, "densenet201": 2,
                          "mobilenet_v2": 2, "convnext_tiny": 2, "vit_b16": 2, "vit_l16": 2,
@@ -601,6 +603,33 @@ def test_nvidias_pytorch_squad_rows_without_amp_step_bertadam():
     features, _, _ = trial_features([trial_row(bertadam[0]), trial_row(amp[0])],
                                     model_features())
     assert features["optimizer_update_bytes"].tolist() == [124.0, 28.0]
+
+
+def test_the_tacotron2_readmes_containers_are_three_stacks_of_one_code_base():
+    """NVIDIA's Tacotron 2 README measured its two models again as its containers moved
+    (19.06, 19.12, 20.06): each container's rows are a stack of their own and all share the
+    code base, so a container held out still gets what the others share. The 19.12 README
+    repeats 19.06's WaveGlow table under its own container; it is taken once, as 19.06's."""
+    from advisor.artifact import code_label
+    from advisor.fitting import software_label
+
+    rows = [r for r in _shipped() if "SpeechSynthesis/Tacotron2" in r["source"]]
+    stacks = {software_label(trial_row(r)) for r in rows}
+    assert {r["software"] for r in rows} == {
+        "pytorch-19.06 container", "pytorch-19.12 container", "pytorch-20.06 container"}
+    assert len(stacks) == 3 and len({code_label(s) for s in stacks}) == 1
+    by_container = {}
+    for r in rows:
+        by_container.setdefault((r["software"], r["model"]), []).append(r)
+    assert {key: len(group) for key, group in by_container.items()} == {
+        ("pytorch-19.06 container", "tacotron2"): 6, ("pytorch-19.06 container", "waveglow"): 6,
+        ("pytorch-19.12 container", "tacotron2"): 6, ("pytorch-20.06 container", "tacotron2"): 12,
+        ("pytorch-20.06 container", "waveglow"): 12}
+    older = {(r["precision"], r["batch_per_gpu"], r["num_gpus"]): r["throughput"]
+             for r in by_container["pytorch-19.06 container", "tacotron2"]}
+    assert older["amp", "128", "1"] == "20992" and older["fp32", "64", "8"] == "88719"
+    assert {r["source"].rsplit("@", 1)[1] for r in by_container[
+        "pytorch-19.12 container", "tacotron2"]} == {"5e3b487b"}
 
 
 def test_another_benchmarks_table_needs_only_its_configurations_and_figures(tmp_path):
