@@ -132,9 +132,12 @@ def test_hand_checked_counts():
     # NHWC lines are left out: pytorch/pytorch#70954) and 19 MLPerf ResNet-50 rows (PCIe
     # servers: A30, A40, L4, L40, A100 PCIe, H100 PCIe) on 2026-12-05.
     # + 18 rows of DLE's Tacotron 2 README as it stood for the 19.06 and 19.12 containers
-    # (Tacotron 2 and WaveGlow on 1-8 V100s) on 2026-12-07.
+    # (Tacotron 2 and WaveGlow on 1-8 V100s) on 2026-12-07, and 202 rows of earlier and later
+    # versions of five more READMEs, each a container of its own (Transformer and GNMT 20.06;
+    # NCF 19.05 and 20.06, TensorFlow's NCF 19.03; Transformer-XL 19.09 and 19.11; SSD 19.08,
+    # 20.06 and 21.05) on 2026-12-07.
     rows = _shipped()
-    assert len(rows) == 1337
+    assert len(rows) == 1539
     per_model = {}
     for r in rows:
         per_model[r["model"]] = per_model.get(r["model"], 0) + 1
@@ -149,14 +152,14 @@ def test_hand_checked_counts():
     regnets = [f"regnet{kind}_{size}" for kind in "xy" for size in (
         "002", "004", "006", "008", "016", "032", "040", "064", "080", "120", "160", "320")]
     assert per_model == {**dict.fromkeys(timm_only, 2), **dict.fromkeys(regnets, 1), "vit_h14": 1,
-                         "resnet50": 167, "resnet152": 39, "bert_large": 328, "transformer_big": 20,
+                         "resnet50": 167, "resnet152": 39, "bert_large": 328, "transformer_big": 40,
                          "efficientnet_b0": 26, "efficientnet_b4": 26,
                          "efficientnet_widese_b0": 16, "efficientnet_widese_b4": 16,
                          "resnext101_32x4d": 30, "se_resnext101_32x4d": 30,
-                         "transformer_xl_base": 58, "transformer_xl_large": 42, "gnmt_v2": 18,
-                         "ssd300": 21, "nnunet_2d": 24, "nnunet_3d": 22, "dlrm": 2,
+                         "transformer_xl_base": 102, "transformer_xl_large": 72, "gnmt_v2": 38,
+                         "ssd300": 65, "nnunet_2d": 24, "nnunet_3d": 22, "dlrm": 2,
                          "mask_rcnn": 59, "inception_v3": 60, "vgg16": 34, "alexnet": 22,
-                         "ncf": 30, "waveglow": 18, "tacotron2": 24, "bart_large": 16,
+                         "ncf": 74, "waveglow": 18, "tacotron2": 24, "bart_large": 16,
                          "resnet18": 2, "resnet34": 2, "resnet101": 2, "inception_v4": 2,
                          "densenet121": 2, "densenet161": 2, "densenet169": 2, "densenet201": 2,
                          "mobilenet_v2": 2, "convnext_tiny": 2, "vit_b16": 2, "vit_l16": 2,
@@ -298,7 +301,7 @@ def test_multi_node_rows_are_imported_across_nodes(tmp_path):
         trials = store.rows("trials")
     multi = [t for t in trials if t["nodes"] > 1]
     # 2-32 DGX A100 nodes of 8 GPUs: PyTorch and PaddlePaddle BERT pre-training, 20 each;
-    # 2-8 DGX-2H nodes of 16 V100s: Transformer-XL large, 6.
+    # 2-8 DGX-2H nodes of 16 V100s: Transformer-XL large, 6 (20.06) and 6 (19.11).
     # and MLPerf's 8-node ResNet-50 run.
     # and TensorFlow's 2-8 p2.8xlarge instances of 8 K80s at 10 Gb/s, 9 (ResNet) + 6
     # (InceptionV3); BART pre-training on 20 and 40 DGX A100 nodes, 8; TensorFlow 2 BERT on
@@ -306,7 +309,7 @@ def test_multi_node_rows_are_imported_across_nodes(tmp_path):
     # DGX-1 nodes of 8 V100s at 400 Gb/s, 12, and on 4-64 DGX-2H nodes, 16; TensorFlow 1 BERT on
     # 4-32 DGX-2H nodes, 12, and on 4-32 DGX A100 40GB nodes, 12.
     dgx_a100 = [t for t in multi if t["gpu_type"] == "A100-80GB"]
-    assert len(dgx_a100) == 61 and len(multi) == 146
+    assert len(dgx_a100) == 61 and len(multi) == 152
     assert {t["gpus_per_node"] for t in dgx_a100} == {8}
     assert {t["nodes"] for t in dgx_a100} == {2, 4, 8, 16, 20, 32, 40}
     (mlperf,) = [t for t in dgx_a100 if t["model"] == "resnet50"]
@@ -410,10 +413,11 @@ def test_import_marks_rows_published_and_is_idempotent(tmp_path):
         assert a100["nodes"] == 1 and a100["extra"]["unit"] == "img/s"
         assert len({t["trial_key"] for t in trials}) == len(trials)
         big = [t for t in trials if t["model"] == "transformer_big"]
-        assert len(big) == 20 and all(t["extra"]["unit"] == "tok/s" and t["seq_len"] == 31
+        assert len(big) == 40 and all(t["extra"]["unit"] == "tok/s" and t["seq_len"] == 31
                                       for t in big)
         (a100,) = [t for t in big if t["gpu_type"] == "A100-40GB" and t["gpus_per_node"] == 8
-                   and t["precision"] == "amp"]  # sentence pairs a second: tok/s over 31
+                   and t["precision"] == "amp"  # sentence pairs a second: tok/s over 31
+                   and t["software"]["container"] == "pytorch-22.06 container"]
         assert a100["batch_per_gpu"] == 290 and a100["extra"]["tokens_per_gpu_batch"] == 10240
         assert a100["throughput"] == pytest.approx(551599 / 31)
         assert a100["extra"]["throughput_as_published"] == 551599
