@@ -170,11 +170,21 @@ def test_a_cards_recipe_names_its_optimizer():
 OVER_ASK = 1.3
 
 
+# NVIDIA's Tacotron 2 README of the 19.06 container trained at 128 (AMP) and 64 (FP32) on a
+# 16 GB V100; its January 2020 version cut them to 104 and 48 ("Updated batch sizes"), the
+# recipe the card's estimate fits. The estimate puts the 2019 batches past 16 GB (18.9 GB at
+# 128): what let the 2019 code hold them the README does not say and the card does not trace
+# (its modules are read at 2020 commits), so those rows check nothing here.
+OLDER_CODE = ("SpeechSynthesis/Tacotron2/README.md@02b49ace",)
+
+
 def shipped_measurements():
-    """Zoo-model rows of datasets/published_throughput.csv that state their per-GPU batch."""
+    """Zoo-model rows of datasets/published_throughput.csv that state their per-GPU batch
+    (those of OLDER_CODE aside)."""
     cards = load_cards()
     with open(data.find("published_throughput.csv"), newline="") as handle:
-        return [r for r in csv.DictReader(handle) if r["model"] in cards and r["batch_per_gpu"]]
+        return [r for r in csv.DictReader(handle) if r["model"] in cards and r["batch_per_gpu"]
+                and not any(code in r["source"] for code in OLDER_CODE)]
 
 
 @pytest.mark.parametrize("row", shipped_measurements(), ids=lambda r: "-".join(
