@@ -135,7 +135,7 @@ def test_hand_checked_counts():
     # (Tacotron 2 and WaveGlow on 1-8 V100s) on 2026-12-07, and 202 rows of earlier and later
     # versions of five more READMEs, each a container of its own (Transformer and GNMT 20.06;
     # NCF 19.05 and 20.06, TensorFlow's NCF 19.03; Transformer-XL 19.09 and 19.11; SSD 19.08,
-    # 20.06 and 21.05) on 2026-12-07; and 64 of the ConvNets READMEs' versions (ResNet-50's
+    # 20.06 and 21.05) on 2026-12-07; and 62 of the ConvNets READMEs' versions (ResNet-50's
     # V100 tables of 20.06, SE-ResNeXt101's 20.06 tables, ResNeXt101's 21.03 tables, the
     # EfficientNets' per-model 20.12 cells; SE-ResNeXt101's 16 GB AMP cells left out: their
     # batch, 128, is past what a 16 GB V100 holds, and later versions give 112) on 2026-12-07.
