@@ -140,9 +140,9 @@ def throughput_data(store, include_published: bool = True, exclude_software=()):
     row per distinct configuration and software stack (repeats reduced to their median), the
     stack named in features["software"] (`software_label`) and its source family in
     features["source"] (`source_family`; `--split source` holds it out). `measured` is keyed
-    by configuration alone: the median over every stack that measured it. Trials whose
-    recorded software (container, framework, versions) contains any of `exclude_software` are
-    left out, so that superseded releases can be set aside; so are figures their own source
+    by configuration alone (`measured_configs`). Trials whose recorded software (container,
+    framework, versions) contains any of `exclude_software` are left out, so that superseded
+    releases can be set aside; so are figures their own source
     contradicts (`extra.suspect`: a published 1-GPU figure far below its own 8-GPU one), and
     this project's runs of an implementation their card no longer describes (`extra.suspect`
     says which: the H200 GNMT trial that ran the zoo's written-out LSTM)."""
@@ -177,16 +177,29 @@ def throughput_data(store, include_published: bool = True, exclude_software=()):
         "hi": [t["throughput_hi"] or t["throughput"] for t in kept],
     })
     frame["row"] = np.arange(len(frame))
-    per_config = frame.groupby("key", sort=True).agg(
-        throughput=("throughput", "median"), lo=("lo", "min"), hi=("hi", "max"))
-    measured = {key: [float(r.throughput), float(r.lo), float(r.hi)]
-                for key, r in per_config.iterrows()}
+    measured = measured_configs(frame)
     per_stack = frame.groupby(["key", "stack"], sort=True).agg(
         throughput=("throughput", "median"), row=("row", "min"))
     features = {**features, "software": stacks,
                 "source": np.array([source_family(t["source"]) for t in kept], dtype=str)}
     return take(features, per_stack["row"].to_numpy()), per_stack["throughput"].to_numpy(), \
         measured, skipped
+
+
+def measured_configs(frame) -> dict:
+    """{configuration key: [throughput, lo, hi]}: the median of the reference stacks' figures
+    (`reference_stacks`: what `recommend` prices, a PyTorch job) where a configuration has
+    any, else of every stack's; the range spans every stack's figures either way. A PyTorch
+    user's ResNet-50 in FP32 on a V100 answers with NVIDIA's PyTorch figure, not a median
+    that TensorFlow's containers pull down."""
+    names = frame["stack"].unique()
+    reference = dict(zip(names, reference_stacks(names)))
+    frame = frame.assign(reference=frame["stack"].map(reference))
+    has_reference = frame.groupby("key")["reference"].transform("any")
+    answering = frame[frame["reference"] | ~has_reference]
+    value = answering.groupby("key", sort=True)["throughput"].median()
+    spans = frame.groupby("key", sort=True).agg(lo=("lo", "min"), hi=("hi", "max"))
+    return {key: [float(value[key]), float(r.lo), float(r.hi)] for key, r in spans.iterrows()}
 
 
 def software_label(trial: dict) -> str:

@@ -4,7 +4,8 @@ same job kept channels-last, as NVIDIA's recipes run their 16-bit convolutions),
 of the GPU's sustained peak that implies (`of peak`: model FLOPs over the peak its arithmetic
 runs under at the clock the GPU holds under its power limit), and NVIDIA's figure where
 datasets/published_throughput.csv holds that exact configuration (those rows are in the
-artifact's training data: `measured`).
+artifact's training data: `measured`; the PyTorch figures where a configuration has them, as
+the measured answer is, in the recipe's own memory format).
 
 Then LLM pre-training plans, made by `advisor.recommend` itself (micro-batch, accumulation,
 FSDP and checkpointing as it chooses them; the fastest instance of the shape), beside the
@@ -91,16 +92,22 @@ LINK = {"L4": "PCIe", "T4": "PCIe", "A100PCIe-80GB": "PCIe", "H100PCIe": "PCIe"}
 
 
 def published() -> dict[tuple, float]:
-    """Median NVIDIA figure per (model, GPU, precision, GPUs, batch, seq_len), per GPU."""
-    out: dict[tuple, list[float]] = {}
+    """Median published figure per (model, GPU, precision, GPUs, batch, seq_len), per GPU: of
+    the PyTorch rows where a configuration has any (what a `measured` answer returns), in the
+    recipe's own memory format where it has those (NVIDIA's channels-last 16-bit recipes, not
+    the NCHW runs beside them: the `ch-last` column's job), else of every framework's."""
+    out: dict[tuple, list[tuple[int, float]]] = {}
     with open(ROOT / "datasets" / "published_throughput.csv", newline="") as handle:
         for row in csv.DictReader(handle):
             if not row["batch_per_gpu"]:
                 continue
             key = (row["model"], row["gpu"], row["precision"], int(row["num_gpus"]),
                    int(row["batch_per_gpu"]), int(row["seq_len"]) if row["seq_len"] else None)
-            out.setdefault(key, []).append(float(row["throughput"]) / int(row["num_gpus"]))
-    return {key: float(np.median(values)) for key, values in out.items()}
+            pytorch = row["framework"] == "PyTorch"
+            rank = 0 if pytorch and row["memory_format"] != "nchw" else 1 if pytorch else 2
+            out.setdefault(key, []).append((rank, float(row["throughput"]) / int(row["num_gpus"])))
+    return {key: float(np.median([v for rank, v in rows if rank == min(rows)[0]]))
+            for key, rows in out.items()}
 
 
 # (model, GPU, GPUs, the published figure it sits beside, that figure's MFU)

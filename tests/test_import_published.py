@@ -940,3 +940,28 @@ def test_xla_rows_reach_the_features_and_are_priced_fused():
     assert kernels[0] < kernels[1]
     with pytest.raises(ValueError, match="xla is 'maybe', expected 1 or 0"):
         trial_row({**phase2, "xla": "maybe"})
+
+
+def test_a_measured_configuration_answers_with_the_stacks_recommend_prices(tmp_path):
+    """`recommend` prices a PyTorch job (the reference stacks), so a configuration PyTorch
+    measured answers with PyTorch's figures, while its range spans every stack's: ResNet-50
+    FP32 on one V100 at batch 128 is NVIDIA's PyTorch 20.06 figures (360 and 373 on its 16
+    and 32 GB boards), not a median that MXNet's and TensorFlow's 377-432 pull up."""
+    from advisor.artifact import config_keys
+    from advisor.fitting import reference_stacks, throughput_data
+
+    with Store(tmp_path / "m.db") as db:
+        import_published(db)
+        features, throughput, measured, _ = throughput_data(db)
+    keys, stacks = config_keys(features), features["software"]
+    reference = reference_stacks(stacks)
+    cell = next(k for k in measured if k.startswith("resnet50|v100|fp32|allreduce|1|1|128|"))
+    value, lo, hi = measured[cell]
+    assert value == pytest.approx((359.76 + 373.21) / 2) and (lo, hi) == (359.76, 432.0)
+    assert len(set(stacks[keys == cell])) == 5
+    # Everywhere: a cell with a reference stack answers within that stack's figures, one
+    # without answers within all of its figures.
+    for key in np.unique(keys):
+        rows = keys == key
+        own = throughput[rows & reference] if (rows & reference).any() else throughput[rows]
+        assert own.min() <= measured[key][0] <= own.max(), key
