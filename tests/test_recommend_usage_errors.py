@@ -56,7 +56,12 @@ def test_click_usage_errors_are_one_line_exit_2(main, args, message, capsys):
 def test_the_issue_commands_run(capsys):
     code, out, err = run(advisor.cli.main, ["recommend", "--model", "resnet50",
                                             "--deadline", "24h"], capsys)
-    assert code == 0 and "resnet50: deadline 24.0h" in out and "*1" in out
+    assert code == 0 and "resnet50 in fp32: deadline 24.0h" in out and "*1" in out
+    # The default precision is named, and what a 16-bit job asks for instead.
+    assert "fp32 is PyTorch's default" in out and "--precision amp" in out
+    code, out, err = run(advisor.cli.main, ["recommend", "--model", "resnet50", "--deadline",
+                                            "24h", "--precision", "amp"], capsys)
+    assert code == 0 and "resnet50 in amp:" in out and "PyTorch's default" not in out
     # bert_large's card workload (40 epochs of 6.4M sequences) costs more than $300 anywhere
     # on AWS: exit 1 with one sentence naming the fastest and the cheapest plan.
     code, out, err = run(advisor.cli.main, ["recommend", "--model", "bert_large", "--budget",

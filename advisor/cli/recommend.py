@@ -167,9 +167,9 @@ def recommend(
 
       advisor recommend --model resnet50 --deadline 24h --format skypilot > task.yaml
 
-      advisor recommend --model llama_8b --tokens 1B --deadline 3d
+      advisor recommend --model llama_8b --tokens 1B --deadline 3d --precision bf16
 
-      advisor recommend --card my-model.json --tokens 5B --deadline 2d
+      advisor recommend --card my-model.json --tokens 5B --deadline 2d --precision bf16
 
     The same from Python: `from advisor import recommend`.
     """
@@ -293,7 +293,7 @@ def _table(rows, plans, work, as_of, format_duration) -> None:
                "batch_short": "batch"}
     batch = (f"global batch {work.global_batch:,}" if work.batch_policy == "fixed-global"
              else f"{work.batch_per_gpu:,} per GPU")
-    title = (f"{work.card or work.model}: {goal} at {at} confidence; {batch} "
+    title = (f"{work.card or work.model} in {work.precision}: {goal} at {at} confidence; {batch} "
              f"({work.batch_policy}); {len(plans.ranked):,} of {len(plans.candidates):,} "
              "plans qualify")
     styles = ["bold green" if row["rank"] == 1 else None for row in rows]
@@ -309,6 +309,10 @@ def _table(rows, plans, work, as_of, format_duration) -> None:
     console.print(table)
     console.print(f"* the pick; prices as of {as_of}", style="bold green")
     _quota_footer(rows)
+    if work.precision == "fp32":  # the default, which a 16-bit recipe's user may not mean
+        console.print("fp32 is PyTorch's default: its matrix products leave the tensor cores "
+                      "idle; a job that autocasts to 16 bits is priced with --precision amp "
+                      "(or bf16)", style="dim", highlight=False)
     if left_out:
         console.print(f"narrow console hides {left_out}; --format json has all", style="dim")
 
