@@ -44,6 +44,7 @@ class Recommendation:
     warnings: list[str] = field(default_factory=list)
     overheads: dict = field(default_factory=dict, repr=False)  # the pick's, with sources
     step: dict = field(default_factory=dict, repr=False)  # the pick's step by part, seconds
+    measured_by: str | None = None  # whose figures a `measured` pick's throughput is
 
     @property
     def pick(self) -> dict:
@@ -64,7 +65,7 @@ class Recommendation:
                     if pick["market"] == "spot"
                     else NodeLifetime("on-demand", 1.0, math.inf,
                                       "on-demand nodes are not revoked"))
-        return explanation(self.ranking, lifetime, self.overheads, self.step)
+        return explanation(self.ranking, lifetime, self.overheads, self.step, self.measured_by)
 
     def to_dict(self, explain: bool = False) -> dict:
         """What `advisor recommend --format json` prints (with --explain: `explain` too)."""
@@ -145,6 +146,7 @@ def recommend(
     (ParameterError for bad input, NoPlanError when nothing fits or meets the constraints)."""
     from advisor.artifact import ArtifactError, load_artifact
     from advisor.candidates import Filters, enumerate_candidates
+    from advisor.features import take
     from advisor.optimizer import rank_plans
     from advisor.quotas import check_restrictions, quota_note, restrict
     from advisor.workload import build_workload
@@ -196,9 +198,10 @@ def recommend(
     pick = plans[0]
     sources = estimator.overhead_sources(pick["provider"], pick["gpu"], pick["market"] == "spot")
     step = pick_step(features, ranking.pick, estimator)
+    measured_by = estimator.measured_by(take(features, [ranking.pick]))[0]
     return Recommendation(plans, work, ranking, as_of,
                           {key: estimator.doc.get(key) for key in ("schema_version", "fitted_at")},
-                          lifetimes, notes, sources, step)
+                          lifetimes, notes, sources, step, measured_by)
 
 
 def pick_step(features, row: int, estimator) -> dict[str, float]:

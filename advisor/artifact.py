@@ -125,7 +125,8 @@ THROUGHPUT_SHAPE = {
                     "ceiling": PAIR, "novel": ("a mapping", PAIR), "range": ("a mapping", PAIR),
                     "doubling": ("a mapping", (NUMBER, None))},
     "seen": {"configs": ("a mapping", NUMBERS), "model_gpu": ("a mapping", NUMBERS),
-             "units": ("a list", TEXT)},
+             "units": ("a list", TEXT), "stacks": ("a list", TEXT),
+             "evidence": ("a mapping", NUMBERS)},
     "software_effects": ("a mapping", NUMBER), "framework_effects": ("a mapping", NUMBER),
     "unit_effects": ("a mapping", NUMBER), "software_spread": ("a mapping", NUMBER),
     "code_effects": ("a mapping", NUMBER), "code_unit_effects": ("a mapping", NUMBER),
@@ -137,7 +138,8 @@ THROUGHPUT_SHAPE = {
 # without them. A calibration's `novel` spreads need its `ceiling`, its `range` its `doubling`.
 OPTIONAL = {"software_effects", "framework_effects", "unit_effects", "software_spread",
             "code_effects", "code_unit_effects", "release_effects", "anchors",
-            "interpolated", "measured", "ceiling", "novel", "range", "doubling", "units"}
+            "interpolated", "measured", "ceiling", "novel", "range", "doubling", "units",
+            "stacks", "evidence"}
 NEEDS = {"novel": "ceiling", "range": "doubling"}
 
 
@@ -280,6 +282,17 @@ class Artifact:
             lo[is_measured] = np.minimum(rows[:, 1], spread_lo)
             hi[is_measured] = np.maximum(rows[:, 2], spread_hi)
         return Prediction(value, lo, hi, provenance)
+
+    def measured_by(self, features: dict) -> list[str | None]:
+        """Whose figures each row's `measured` answer is, in words (the fit's `seen.stacks`
+        and `seen.evidence`: fitting.measured_evidence); None where the row is not answered
+        `measured` or the artifact does not say."""
+        seen = self.doc["throughput"]["seen"]
+        stacks, evidence = seen.get("stacks", []), seen.get("evidence", {})
+        provenance = self.predict("throughput", features).provenance
+        return ["; ".join(stacks[int(i)] for i in evidence[key] if 0 <= i < len(stacks))
+                if answer == "measured" and key in evidence else None
+                for key, answer in zip(config_keys(features).tolist(), provenance)]
 
     # -- overheads ----------------------------------------------------------------------
 

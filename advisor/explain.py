@@ -123,10 +123,12 @@ def step(parts: dict[str, float] | None) -> dict | None:
 
 
 def explanation(plans: Plans, lifetime, sources: dict | None = None,
-                step_seconds: dict[str, float] | None = None) -> dict:
+                step_seconds: dict[str, float] | None = None,
+                measured_by: str | None = None) -> dict:
     row = plans.pick
     return {
         "step": step(step_seconds) if row is not None else None,
+        "measured_by": measured_by,
         "scaling": scaling(plans, row) if row is not None else [],
         "scaling_threshold": SCALING_EFFICIENCY_THRESHOLD,
         "overheads": overheads(plans, row, sources) if row is not None and sources else None,

@@ -202,6 +202,42 @@ def measured_configs(frame) -> dict:
     return {key: [float(value[key]), float(r.lo), float(r.hi)] for key, r in spans.iterrows()}
 
 
+def measured_evidence(features: dict) -> tuple[list[str], dict[str, list[int]]]:
+    """(the stacks in words, {configuration key: the indices of the stacks whose figures its
+    measured answer is}): `measured_configs`' choice, the reference stacks where a
+    configuration has any, so that a `measured` answer can say whose measurement it is."""
+    if "software" not in features or not len(features["software"]):
+        return [], {}
+    keys, stacks = config_keys(features), np.asarray(features["software"], dtype=str)
+    names, index = np.unique([stack_words(stack) for stack in stacks], return_inverse=True)
+    reference = reference_stacks(stacks)
+    groups: dict[str, list[int]] = {}
+    for row, key in enumerate(keys.tolist()):
+        groups.setdefault(key, []).append(row)
+    evidence = {}
+    for key, rows in groups.items():
+        rows = np.array(rows)
+        answering = rows[reference[rows]] if reference[rows].any() else rows
+        evidence[key] = sorted(set(index[answering].tolist()))
+    return names.tolist(), evidence
+
+
+def stack_words(stack: str) -> str:
+    """A software stack (`software_label`) as a reader names it: a published figure's code
+    base and container, else whose runs they are and their framework's version."""
+    source, _, software = stack.partition(" ")
+    try:
+        fields = json.loads(software)
+    except ValueError:
+        return stack
+    if not isinstance(fields, dict):
+        return stack
+    if fields.get("code") or fields.get("container"):
+        return " in the ".join(str(fields[k]) for k in ("code", "container") if fields.get(k))
+    version = next((f"{k} {fields[k]}" for k in ("torch", "framework") if fields.get(k)), "")
+    return f"{source} runs" + (f" ({version})" if version else "")
+
+
 def software_label(trial: dict) -> str:
     """The software stack a figure was measured with: its source, recorded versions
     (container, framework) and, for a published figure, the code base it cites
@@ -573,8 +609,10 @@ def fit_throughput(features: dict, throughput: np.ndarray, measured: dict,
     kernel = anchoring.choose_kernel(features, residual)
     spec["anchors"] = anchoring.fit_anchors(features, residual, kernel)
     spec["priors"] = {"values": priors, "chosen_by": chosen_by}
+    words, evidence = measured_evidence(features)
     spec["seen"] = {"configs": measured, "model_gpu": seen_ranges(features),
-                    "units": sorted(set(physics.arithmetic_unit(features).tolist()))}
+                    "units": sorted(set(physics.arithmetic_unit(features).tolist())),
+                    "stacks": words, "evidence": evidence}
     spec["calibration"] = calibrate(features, throughput, priors, stacks, kernel)
     return spec
 

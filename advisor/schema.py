@@ -51,6 +51,7 @@ CUT = _object({
 
 EXPLAIN = _object({
     "step": {"type": ["object", "null"], "required": ["seconds", "shares"]},
+    "measured_by": {"type": ["string", "null"]},
     "scaling": {"type": "array", "items": _object({
         "nodes": {"type": "integer"}, "throughput": NUMBER, "speedup": NUMBER,
         "marginal_efficiency": NULLABLE_NUMBER, "worth_adding": {"type": "boolean"}})},

@@ -117,3 +117,23 @@ def test_a_run_of_an_implementation_its_card_no_longer_describes_is_left_out(tmp
         features, _, _, skipped = throughput_data(store)
     assert skipped["ran an implementation its card no longer describes (extra.suspect)"] == 1
     assert "gnmt_v2" not in set(features["model"]) and "bert_base" in set(features["model"])
+
+
+def test_a_measured_answer_from_this_projects_runs_names_them_and_their_torch(tmp_path):
+    """`fitting.measured_evidence` words a profiler run's stack as whose runs they are and the
+    torch they ran, and keys every configuration the runs measured."""
+    from advisor.artifact import config_keys
+    from advisor.fitting import measured_evidence, stack_words, throughput_data
+    from gpuadvisor import data
+
+    with Store(tmp_path / "s.db") as store:
+        import_runs(data.shipped("measurements") / "h200.json", store)
+    with Store(tmp_path / "s.db", readonly=True) as store:
+        features, _, measured, _ = throughput_data(store)
+    words, evidence = measured_evidence(features)
+    assert words == ["local runs (torch 2.11.0+cu130)"]
+    assert set(evidence) == set(measured) == set(config_keys(features).tolist())
+    assert all(indices == [0] for indices in evidence.values())
+    assert stack_words("cmdare not-json") == "cmdare not-json"
+    assert stack_words('published {"framework": "TensorFlow"}') == \
+        "published runs (framework TensorFlow)"

@@ -79,6 +79,13 @@ def test_configuration_in_training_data_is_measured_with_its_value(recommended):
     np.testing.assert_allclose(plans["throughput"][eight], measured_value)
     assert (plans["throughput_lo"][eight] < measured_value).all()
     assert (plans["throughput_hi"][eight] > measured_value).all()
+    # It says whose measurement it is: NVIDIA's PyTorch figures (20.12 and 21.03), not
+    # MXNet's or PaddlePaddle's of the same configuration, which only widen its range.
+    rows = plans.candidates.features(workload)
+    by = artifact.measured_by({k: np.asarray(v)[eight[:1]] for k, v in rows.items()})
+    assert by == ["NVIDIA/DeepLearningExamples PyTorch/Classification/ConvNets in the "
+                  "pytorch-20.12 container; NVIDIA/DeepLearningExamples "
+                  "PyTorch/Classification/ConvNets in the pytorch-21.03 container"]
     # Two nodes of the same instance were never measured.
     two = np.flatnonzero((plans["gpus_per_node"] == 8) & (plans["nodes"] == 2)
                          & (plans["gpu_type"] == "A100-80GB"))

@@ -114,6 +114,24 @@ def test_explain_reports_scaling_risk_and_filters():
     assert "Scaling of the pick" in text and "Filtered out" in text
 
 
+def test_explain_says_whose_measurement_a_measured_pick_is():
+    """One V100 at NVIDIA's FP32 recipe batch is a configuration its PyTorch code measured (and
+    MXNet's and TensorFlow's): the pick says so, and whose figures its samples/s are."""
+    job = ("--model", "resnet50", "--deadline", "30d", "--gpu", "V100", "--batch-size", "128",
+           "--global-batch", "128", "--max-gpus", "1", "--explain")
+    out = as_json(*job)
+    assert out["pick"]["provenance"] == "measured"
+    assert out["explain"]["measured_by"] == ("NVIDIA/DeepLearningExamples "
+                                             "PyTorch/Classification/ConvNets in the "
+                                             "pytorch-20.06 container")
+    text = " ".join(recommend(*job).stdout.split())
+    assert "The pick's configuration was measured: its samples/s are the median of the " \
+           "figures of NVIDIA/DeepLearningExamples PyTorch/Classification/ConvNets" in text
+    unmeasured = as_json("--model", "resnet50", "--deadline", "12h", "--explain")
+    assert unmeasured["pick"]["provenance"] != "measured"
+    assert unmeasured["explain"]["measured_by"] is None
+
+
 def cuts(explained: dict) -> dict:
     return {cut["reason"]: cut for cut in explained["filtered"]}
 

@@ -347,6 +347,10 @@ def render(explained: dict) -> list[str]:
     from gpuadvisor.durations import format_duration
 
     lines = _step_lines(explained.get("step"))
+    if explained.get("measured_by"):
+        lines.append("The pick's configuration was measured: its samples/s are the median "
+                     f"of the figures of {explained['measured_by']} (its range spans every "
+                     "stack that measured it)")
     if explained["scaling"]:
         lines.append("Scaling of the pick's instance (marginal efficiency of each added node; "
                      f"worth adding while >= {explained['scaling_threshold']}):")
