@@ -142,8 +142,8 @@ def throughput_data(store, include_published: bool = True, exclude_software=()):
     features["source"] (`source_family`; `--split source` holds it out). `measured` is keyed
     by configuration alone (`measured_configs`). Trials whose recorded software (container,
     framework, versions) contains any of `exclude_software` are left out, so that superseded
-    releases can be set aside; so are figures their own source
-    contradicts (`extra.suspect`: a published 1-GPU figure far below its own 8-GPU one), and
+    releases can be set aside; so are figures their own source contradicts
+    (`extra.suspect`: a published 1-GPU figure far below its own 8-GPU one), and
     this project's runs of an implementation their card no longer describes (`extra.suspect`
     says which: the H200 GNMT trial that ran the zoo's written-out LSTM)."""
     import pandas as pd
@@ -187,39 +187,38 @@ def throughput_data(store, include_published: bool = True, exclude_software=()):
 
 
 def measured_configs(frame) -> dict:
-    """{configuration key: [throughput, lo, hi]}: the median of the reference stacks' figures
-    (`reference_stacks`: what `recommend` prices, a PyTorch job) where a configuration has
-    any, else of every stack's; the range spans every stack's figures either way. A PyTorch
-    user's ResNet-50 in FP32 on a V100 answers with NVIDIA's PyTorch figure, not a median
-    that TensorFlow's containers pull down."""
+    """{configuration key: [throughput, lo, hi]}: the median of the figures `answering` picks
+    (the reference stacks', what `recommend` prices, where a configuration has any), the range
+    spanning every stack's figures. A PyTorch user's ResNet-50 in FP32 on a V100 answers with
+    NVIDIA's PyTorch figures, not a median that MXNet's and TensorFlow's containers move."""
     names = frame["stack"].unique()
     reference = dict(zip(names, reference_stacks(names)))
-    frame = frame.assign(reference=frame["stack"].map(reference))
-    has_reference = frame.groupby("key")["reference"].transform("any")
-    answering = frame[frame["reference"] | ~has_reference]
-    value = answering.groupby("key", sort=True)["throughput"].median()
+    keys = frame["key"].to_numpy(dtype=str)
+    chosen = answering(keys, frame["stack"].map(reference).to_numpy(dtype=bool))
+    value = frame[chosen].groupby("key", sort=True)["throughput"].median()
     spans = frame.groupby("key", sort=True).agg(lo=("lo", "min"), hi=("hi", "max"))
     return {key: [float(value[key]), float(r.lo), float(r.hi)] for key, r in spans.iterrows()}
 
 
+def answering(keys: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Which rows a measured configuration answers with: its reference stacks' rows where it
+    has any, else all of its rows."""
+    return reference | ~np.isin(keys, np.unique(keys[reference]))
+
+
 def measured_evidence(features: dict) -> tuple[list[str], dict[str, list[int]]]:
     """(the stacks in words, {configuration key: the indices of the stacks whose figures its
-    measured answer is}): `measured_configs`' choice, the reference stacks where a
-    configuration has any, so that a `measured` answer can say whose measurement it is."""
+    measured answer is}): `answering`'s choice, as `measured_configs` makes it, so that a
+    `measured` answer can say whose measurement it is."""
     if "software" not in features or not len(features["software"]):
         return [], {}
     keys, stacks = config_keys(features), np.asarray(features["software"], dtype=str)
     names, index = np.unique([stack_words(stack) for stack in stacks], return_inverse=True)
-    reference = reference_stacks(stacks)
-    groups: dict[str, list[int]] = {}
-    for row, key in enumerate(keys.tolist()):
-        groups.setdefault(key, []).append(row)
-    evidence = {}
-    for key, rows in groups.items():
-        rows = np.array(rows)
-        answering = rows[reference[rows]] if reference[rows].any() else rows
-        evidence[key] = sorted(set(index[answering].tolist()))
-    return names.tolist(), evidence
+    chosen = answering(keys, reference_stacks(stacks))
+    evidence: dict[str, set[int]] = {}
+    for key, stack in zip(keys[chosen].tolist(), index[chosen].tolist()):
+        evidence.setdefault(key, set()).add(stack)
+    return names.tolist(), {key: sorted(found) for key, found in evidence.items()}
 
 
 def stack_words(stack: str) -> str:
