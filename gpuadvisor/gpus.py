@@ -75,7 +75,8 @@ def gpu_matches(text: str, known: Iterable[str] | Mapping[str, Any]) -> tuple[st
 def _device_matches(text: str, known: Iterable[str] | Mapping[str, Any]) -> tuple[str, ...]:
     """The names a driver's device name stands for: brand words, memory kind and size and
     form factor set apart, the rest compacted ('Tesla V100-SXM2-32GB': v100, 32 GB, SXM)."""
-    words = _joined_sizes([w for w in re.split(r"[\s_/-]+", text.strip().lower())
+    # Brackets go too: the driver names the 2016 TITAN X "TITAN X (Pascal)".
+    words = _joined_sizes([w for w in re.split(r"[\s_/()-]+", text.strip().lower())
                            if w and w not in BRAND_WORDS and not MEMORY_TYPE.match(w)])
     memory = [int(m.group(1)) for w in words if (m := MEMORY_WORD.match(w))]
     forms = [w for w in words if w in FORM_WORDS]

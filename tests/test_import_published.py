@@ -153,11 +153,12 @@ def test_hand_checked_counts():
     # out-of-memory note contradicts, left out), ELECTRA-base's 20.07 SQuAD tables (14),
     # PaddlePaddle BERT-Large's 22.08 tables (10: pre-training in TF32 and AMP, SQuAD in AMP)
     # and its ResNet-50 README of 23.09 or later (4).
-    # + 18 rows of Justin Johnson's cnn-benchmarks on 2026-12-07 (Lua Torch, FP32, batch 16:
-    # ResNet-18/34/50/101/152 and VGG-16 on a GTX 1080 Ti with cuDNN 5.1.10 and a GTX 1080
-    # with cuDNN 5.1.05 and 5.0.05), the first Torch and GeForce Pascal training figures.
+    # + 48 rows of Justin Johnson's cnn-benchmarks on 2026-12-07 (Lua Torch, FP32, batch 16:
+    # ResNet-18/34/50/101/152 and VGG-16 on a GTX 1080 Ti with cuDNN 5.1.10, a GTX 1080 and a
+    # Pascal TITAN X with cuDNN 5.1.05 and 5.0.05, and a Maxwell GTX TITAN X with those and
+    # 4.0.07), the first Torch, GeForce Pascal and Maxwell training figures.
     rows = _shipped()
-    assert len(rows) == 1901
+    assert len(rows) == 1931
     per_model = {}
     for r in rows:
         per_model[r["model"]] = per_model.get(r["model"], 0) + 1
@@ -172,15 +173,15 @@ def test_hand_checked_counts():
     regnets = [f"regnet{kind}_{size}" for kind in "xy" for size in (
         "002", "004", "006", "008", "016", "032", "040", "064", "080", "120", "160", "320")]
     assert per_model == {**dict.fromkeys(timm_only, 2), **dict.fromkeys(regnets, 1), "vit_h14": 1,
-                         "resnet50": 214, "resnet152": 42, "bert_large": 544, "transformer_big": 40,
+                         "resnet50": 219, "resnet152": 47, "bert_large": 544, "transformer_big": 40,
                          "efficientnet_b0": 34, "efficientnet_b4": 34,
                          "efficientnet_widese_b0": 24, "efficientnet_widese_b4": 24,
                          "resnext101_32x4d": 50, "se_resnext101_32x4d": 48,
                          "transformer_xl_base": 102, "transformer_xl_large": 72, "gnmt_v2": 38,
                          "ssd300": 65, "nnunet_2d": 24, "nnunet_3d": 22, "dlrm": 2,
-                         "mask_rcnn": 59, "inception_v3": 60, "vgg16": 37, "alexnet": 22,
+                         "mask_rcnn": 59, "inception_v3": 60, "vgg16": 42, "alexnet": 22,
                          "ncf": 74, "waveglow": 18, "tacotron2": 24, "bart_large": 16,
-                         "resnet18": 5, "resnet34": 5, "resnet101": 5, "inception_v4": 2,
+                         "resnet18": 10, "resnet34": 10, "resnet101": 10, "inception_v4": 2,
                          "densenet121": 2, "densenet161": 2, "densenet169": 2, "densenet201": 2,
                          "mobilenet_v2": 2, "convnext_tiny": 2, "vit_b16": 2, "vit_l16": 2,
                          "bert_base": 90}
@@ -230,10 +231,12 @@ def test_hand_checked_counts():
             for r in rows if r["model"] == "bart_large"}
     cnn = {(r["model"], r["gpu"], r["software"].split(", ")[1]): r["throughput"]
            for r in rows if r["framework"] == "Torch"}
-    assert len(cnn) == 18 and {r["batch_per_gpu"] for r in rows if r["framework"] == "Torch"} \
+    assert len(cnn) == 48 and {r["batch_per_gpu"] for r in rows if r["framework"] == "Torch"} \
         == {"16"}
     assert cnn["resnet50", "GTX1080Ti", "cuDNN 5.1.10"] == "158.09"  # 16 / 101.21 ms
     assert cnn["vgg16", "GTX1080", "cuDNN 5.0.05"] == "68.54"  # 16 / 233.43 ms
+    assert cnn["resnet50", "TitanXPascal", "cuDNN 5.1.05"] == "154.47"  # 16 / 103.58 ms
+    assert cnn["vgg16", "GTXTitanX", "cuDNN 4.0.07"] == "47.24"  # 16 / 338.69 ms
     assert bart[("1", "128", "bf16")] == ("200", "326.53")
     assert bart[("320", "512", "tf32")] == ("16", "11636.36")
     assert {r["unit"] for r in rows if r["model"] == "bart_large"} == {"seq/s"}

@@ -199,3 +199,26 @@ def test_every_added_row_gives_the_model_its_features(name):
     assert 0 < features["gpu_clock_fraction"] <= 1
     ampere_on = float(ADDED[name][0] not in BEFORE_AMPERE)
     assert features["gpu_tf32"] == features["gpu_bf16"] == ampere_on
+
+
+@pytest.mark.parametrize("name, matches", [
+    # The two TITAN X cards of jcjohnson/cnn-benchmarks (2026-12-07), by the driver's names
+    ("TITAN X (Pascal)", ("TitanXPascal",)), ("NVIDIA TITAN X (Pascal)", ("TitanXPascal",)),
+    ("GeForce GTX TITAN X", ("GTXTitanX",)), ("GTX Titan X", ("GTXTitanX",)),
+    ("titanxpascal", ("TitanXPascal",)), ("gtxtitanx", ("GTXTitanX",)),
+    ("NVIDIA TITAN Xp", ("TitanXp",)),  # the 2017 card stays apart
+    ("Titan X", ()),  # either of two cards: a name must say which
+])
+def test_the_two_titan_x_cards_are_told_apart(name, matches):
+    assert gpu_matches(name, gpu_specs()) == matches
+
+
+def test_the_titan_x_rows_agree_with_their_chips():
+    """FP32 peak = 2 FLOPs x CUDA cores x boost clock: 3584 cores on the Pascal card, 3072 on
+    the Maxwell one; neither has tensor cores, bf16 or TF32."""
+    pascal, maxwell = gpu_spec("TitanXPascal"), gpu_spec("GTXTitanX")
+    assert math.isclose(pascal.fp32_tflops, 2 * 3584 * 1531e6 / 1e12, rel_tol=2e-3)
+    assert math.isclose(maxwell.fp32_tflops, 2 * 3072 * 1075e6 / 1e12, rel_tol=2e-3)
+    assert (pascal.architecture, maxwell.architecture) == ("Pascal", "Maxwell")
+    for spec in (pascal, maxwell):
+        assert not spec.tensor_tflops and not spec.bf16 and not spec.tf32
