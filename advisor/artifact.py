@@ -455,7 +455,7 @@ VERSIONED_FRAMEWORKS = (("torch", "pytorch"), ("tensorflow", "tensorflow"), ("mx
                         ("jax", "jax"))
 
 
-def _recorded(stack: str) -> dict | None:
+def recorded_software(stack: str) -> dict | None:
     """What a `software_label` records after its source (container, framework, versions,
     code base), or None where that is no JSON object."""
     try:
@@ -469,7 +469,7 @@ def framework(stack: str) -> str:
     """The framework of a `software_label` (lower case): the recorded `framework`, else torch
     or tensorflow where their versions are recorded, else 'unknown'; an MLPerf Training
     submission's is its framework's MLPerf family (`mxnet (mlperf)`, MLPERF_FAMILY)."""
-    software = _recorded(stack)
+    software = recorded_software(stack)
     if software is None:
         return "unknown"
     name = str(software["framework"]).lower() if software.get("framework") else next(
@@ -482,7 +482,7 @@ def code_label(stack: str) -> str | None:
     """The code base of a `software_label`: its source with the code base it records and its
     `framework`, in the label's own form (so `framework` reads the same from both); None where
     it names no code base (the profiler's and CM-DARE's stacks)."""
-    software = _recorded(stack)
+    software = recorded_software(stack)
     if software is None or not software.get("code"):
         return None
     kept = {"code": software["code"], "framework": framework(stack)}
@@ -499,7 +499,7 @@ def release_label(stack: str) -> str | None:
     """The library generation of a `software_label`: its framework and the year of the NGC
     container it ran in (`pytorch 2021` for `pytorch-21.03 container`); None where it records
     no dated container."""
-    software = _recorded(stack)
+    software = recorded_software(stack)
     if software is None:
         return None
     match = CONTAINER_RELEASE.search(str(software.get("container", "")))

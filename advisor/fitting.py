@@ -30,6 +30,7 @@ from advisor.artifact import (
     config_keys,
     framework,
     range_axis,
+    recorded_software,
     release_label,
     unit_keys,
 )
@@ -224,17 +225,13 @@ def measured_evidence(features: dict) -> tuple[list[str], dict[str, list[int]]]:
 def stack_words(stack: str) -> str:
     """A software stack (`software_label`) as a reader names it: a published figure's code
     base and container, else whose runs they are and their framework's version."""
-    source, _, software = stack.partition(" ")
-    try:
-        fields = json.loads(software)
-    except ValueError:
-        return stack
-    if not isinstance(fields, dict):
+    fields = recorded_software(stack)
+    if fields is None:
         return stack
     if fields.get("code") or fields.get("container"):
         return " in the ".join(str(fields[k]) for k in ("code", "container") if fields.get(k))
     version = next((f"{k} {fields[k]}" for k in ("torch", "framework") if fields.get(k)), "")
-    return f"{source} runs" + (f" ({version})" if version else "")
+    return f"{stack.partition(' ')[0]} runs" + (f" ({version})" if version else "")
 
 
 def software_label(trial: dict) -> str:

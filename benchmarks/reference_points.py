@@ -106,8 +106,11 @@ def published() -> dict[tuple, float]:
             pytorch = row["framework"] == "PyTorch"
             rank = 0 if pytorch and row["memory_format"] != "nchw" else 1 if pytorch else 2
             out.setdefault(key, []).append((rank, float(row["throughput"]) / int(row["num_gpus"])))
-    return {key: float(np.median([v for rank, v in rows if rank == min(rows)[0]]))
-            for key, rows in out.items()}
+    medians = {}
+    for key, rows in out.items():
+        best = min(rank for rank, _ in rows)
+        medians[key] = float(np.median([value for rank, value in rows if rank == best]))
+    return medians
 
 
 # (model, GPU, GPUs, the published figure it sits beside, that figure's MFU)
