@@ -357,6 +357,7 @@ def _trial_config(trial: Mapping[str, Any]) -> dict:
         "accumulation": trial.get("accumulation", extra.get("accumulation")) or 1,
         "checkpointing": bool(trial.get("checkpointing", extra.get("checkpointing"))),
         "sharded": bool(trial.get("sharded", extra.get("sharded"))),
+        "forward_backward_only": bool(extra.get("forward_backward_only")),
     }
 
 

@@ -37,6 +37,7 @@ from advisor.artifact import (
 from advisor.errors import AdvisorError
 from advisor.features import model_features, take, trial_features
 from advisor.importers.published import is_suspect
+from advisor.sharding import steps_optimizer
 from gpuadvisor import data
 from gpuadvisor.vocab import PREDICTION_INTERVAL_LEVEL, is_published
 
@@ -178,7 +179,7 @@ def throughput_data(store, include_published: bool = True, exclude_software=()):
         "hi": [t["throughput_hi"] or t["throughput"] for t in kept],
     })
     frame["row"] = np.arange(len(frame))
-    measured = measured_configs(frame)
+    measured = measured_configs(frame[steps_optimizer(features, len(frame))])
     per_stack = frame.groupby(["key", "stack"], sort=True).agg(
         throughput=("throughput", "median"), row=("row", "min"))
     features = {**features, "software": stacks,
@@ -215,6 +216,8 @@ def measured_evidence(features: dict) -> tuple[list[str], dict[str, list[int]]]:
         return [], {}
     keys, stacks = config_keys(features), np.asarray(features["software"], dtype=str)
     names, index = np.unique([stack_words(stack) for stack in stacks], return_inverse=True)
+    training = steps_optimizer(features, len(keys))
+    keys, stacks, index = keys[training], stacks[training], index[training]
     chosen = answering(keys, reference_stacks(stacks))
     evidence: dict[str, set[int]] = {}
     for key, stack in zip(keys[chosen].tolist(), index[chosen].tolist()):

@@ -11,6 +11,9 @@ worker moves per micro-step relative to DDP's ring all-reduce of the gradients, 
   (and the gradients' zeroing and DDP's bucket copies) also run once per optimizer step: 1/a
   of them per micro-step, whatever the sharding (each worker's shard is one kernel's work per
   tensor too), and recomputation does not run them again.
+- A benchmark that times forward and backward alone (`forward_backward_only`: cnn-benchmarks,
+  pytorch-gpu-benchmark) runs micro-steps that never reach an optimizer step: none of the
+  update's bytes or once-per-update kernels, and each gradient added into its zeroed .grad.
 - FSDP full shard (ZeRO-3) all-gathers the parameters in the compute dtype before forward and
   again before backward, every micro-step, and reduce-scatters the gradients once per
   optimizer step: (N-1)/N (2 W + G' / a) against 2 (N-1)/N G, with W the parameters' bytes in
@@ -21,8 +24,9 @@ worker moves per micro-step relative to DDP's ring all-reduce of the gradients, 
   DDP under autocast keeps a transformer's residual stream fp32: `autocast_rows`.
 
 The layout travels in optional feature columns (`accumulation`, `checkpointing`, `sharded`,
-and `half_params` where the parameters' width is not the sharding's); a feature dict without
-them (every measured trial) gets factors of one. numpy only.
+`forward_backward_only`, and `half_params` where the parameters' width is not the
+sharding's); a feature dict without them (every measured trial) gets factors of one. numpy
+only.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ import numpy as np
 from advisor.memory import CHECKPOINT_COMPUTE_FACTOR
 from gpuadvisor.vocab import HALF_PRECISIONS
 
-LAYOUT_KEYS = ("accumulation", "checkpointing", "sharded", "half_params")
+LAYOUT_KEYS = ("accumulation", "checkpointing", "sharded", "half_params",
+               "forward_backward_only")
 # Of the ten kernels a tensor costs a step (physics' `tensor_launch` prior), the one that adds
 # its gradient into .grad runs every micro-step; the optimizer's update, the gradient's zeroing
 # and DDP's bucket copies run once per optimizer step, so a micro-step of A carries 0.1 + 0.9/A
@@ -51,9 +56,17 @@ def plain_layout(features: dict, n: int) -> np.ndarray:
     """Rows trained as the measurements were: one micro-step per optimizer step, plain DDP
     (under autocast, where 16-bit)."""
     return ((_column(features, "accumulation", 1.0, n) <= 1)
+            & steps_optimizer(features, n)
             & (_column(features, "checkpointing", 0.0, n) == 0)
             & (_column(features, "sharded", 0.0, n) == 0)
             & (_column(features, "half_params", 0.0, n) == 0))
+
+
+def steps_optimizer(features: dict, n: int) -> np.ndarray:
+    """Rows whose timed step includes an optimizer step: what a `measured` answer to a
+    training query can be (a forward-and-backward benchmark's figure is faster than any
+    training step of its configuration)."""
+    return _column(features, "forward_backward_only", 0.0, n) == 0
 
 
 def autocast_rows(features: dict, n: int, half: np.ndarray) -> np.ndarray:
@@ -76,8 +89,10 @@ def compute_scale(features: dict, n: int) -> np.ndarray:
 
 
 def update_share(features: dict, n: int) -> np.ndarray:
-    """The optimizer steps a micro-step carries: 1/a (1 without accumulation)."""
-    return 1.0 / np.maximum(_column(features, "accumulation", 1.0, n), 1.0)
+    """The optimizer steps a micro-step carries: 1/a (1 without accumulation; 0 where the
+    timed step ran forward and backward alone)."""
+    steps = 1.0 / np.maximum(_column(features, "accumulation", 1.0, n), 1.0)
+    return np.where(_column(features, "forward_backward_only", 0.0, n) > 0, 0.0, steps)
 
 
 def accumulating_share(features: dict, n: int) -> np.ndarray:

@@ -16,6 +16,8 @@ from advisor.sharding import (
     communication_scale,
     compute_scale,
     optimizer_scale,
+    plain_layout,
+    steps_optimizer,
 )
 from advisor.workload import build_workload
 from cloud.catalog import load_catalog
@@ -139,6 +141,26 @@ def test_a_tensors_update_kernels_run_once_per_optimizer_step_its_accumulation_e
                           ({"sharded": np.ones(n)}, 1.0)):  # a shard is a kernel a tensor too
         np.testing.assert_allclose(physics.design_matrix(dict(flat, **layout))[:, launch],
                                    per_step * share)
+
+
+def test_a_forward_and_backward_benchmark_runs_no_update_and_adds_each_gradient():
+    """A benchmark that times forward and backward alone (cnn-benchmarks) runs micro-steps
+    that never reach an optimizer step: none of the update's bytes, each tensor's add into
+    its .grad (ACCUMULATE_SHARE of its kernels) and the add's three passes over the
+    gradients; and its figure answers no training query as `measured`."""
+    features, flat, n = plain_h100_plans()
+    flat = dict(flat, nodes=np.ones(n), gpus_per_node=np.ones(n))
+    timed = dict(flat, forward_backward_only=np.ones(n))
+    launch, memory = physics.TERMS.index("tensor_launch"), physics.TERMS.index("memory")
+    np.testing.assert_allclose(physics.design_matrix(timed)[:, launch],
+                               features["tensors"] * ACCUMULATE_SHARE)
+    bandwidth = features["gpu_mem_bw_gbps"] * 1e9
+    update = 28 * features["params"] / bandwidth
+    accumulate = 3 * features["gradient_bytes"] / bandwidth
+    np.testing.assert_allclose(physics.design_matrix(timed)[:, memory],
+                               physics.design_matrix(flat)[:, memory] - update + accumulate)
+    assert plain_layout(flat, n).all() and not plain_layout(timed, n).any()
+    assert steps_optimizer(flat, n).all() and not steps_optimizer(timed, n).any()
 
 
 def test_a_plain_layout_leaves_the_physics_unchanged_and_checkpointing_costs_a_third():

@@ -24,7 +24,8 @@ optional `interconnect` says how the node linked its GPUs (PCIe for a server wit
 bridges, whose GPUs have NVLink on the datasheet), and the layout where the optional
 `sharded`, `checkpointing` and `accumulation` columns give it (an LLM table's FSDP runs with
 activation checkpointing), and optimizer where the optional `optimizer` column names what
-the run stepped where it is not the model's recipe's (timm's benchmark steps SGD), and xla
+the run stepped where it is not the model's recipe's (timm's benchmark steps SGD; `none`:
+forward and backward alone, `extra.forward_backward_only`), and xla
 where the optional `xla` column says the run compiled its step with XLA. Where the
 optional column
 `mean_seq_len` gives the mean length a sequence was padded to (an input pipeline that pads a
@@ -132,6 +133,8 @@ def samples_per_second(row: dict[str, str], value: float, seq_len: int | None,
 
 # The optional `memory_format` column: how the recipe held its tensors, as channels_last.
 MEMORY_FORMATS = {"nhwc": True, "nchw": False}
+# The `optimizer` of a benchmark that timed forward and backward without stepping one.
+NO_OPTIMIZER = "none"
 
 
 # The optional `interconnect` column: how the node linked its GPUs, as the catalog says it.
@@ -181,15 +184,20 @@ def _xla(row: dict[str, str]) -> dict[str, bool]:
     return {XLA_KEY: True} if _flag(row, XLA_KEY) else {}
 
 
-def _optimizer(row: dict[str, str]) -> dict[str, str]:
+def _optimizer(row: dict[str, str]) -> dict[str, Any]:
     """`extra.optimizer` of a row whose `optimizer` column names what the run stepped (a
-    benchmark's own, where it is not the model's recipe's); nothing where empty."""
+    benchmark's own, where it is not the model's recipe's), `extra.forward_backward_only`
+    where it says `none` (the benchmark timed forward and backward alone); nothing where
+    empty."""
     given = (row.get("optimizer") or "").strip().lower()
     if not given:
         return {}
+    if given == NO_OPTIMIZER:
+        return {"forward_backward_only": True}
     if given not in OPTIMIZER_STATE_BYTES:
         raise ValueError(f"optimizer is {given[:20]!r}, expected one of "
-                         f"{', '.join(OPTIMIZER_STATE_BYTES)} or empty (the model's recipe's)")
+                         f"{', '.join(OPTIMIZER_STATE_BYTES)}, {NO_OPTIMIZER} (forward and "
+                         "backward alone) or empty (the model's recipe's)")
     return {"optimizer": given}
 
 
