@@ -103,7 +103,7 @@ def test_explain_is_data():
 def test_explain_says_when_larger_steps_would_help():
     """BERT-base's 1M steps of 256 sequences on 56 GPUs: five sequences a GPU, a step of
     launches and all-reduce; the explanation says so, and the text names the remedy."""
-    result = advisor.recommend("bert_base", deadline="13h", providers="gcp", precision="bf16")
+    result = advisor.recommend("bert_base", deadline="14h", providers="gcp", precision="bf16")
     step = result.explain()["step"]
     assert step["per_step_bound"] and step["per_step_share"] > 0.5
     from advisor.cli.recommend import render

@@ -124,7 +124,7 @@ def test_excluded_software_is_left_out_and_counted(tmp_path):
         "A100-40GB", "A100-80GB", "V100", "H100-80GB", "H200", "L40S", "A30",
         "A10G", "K80", "P100SXM2", "RTX3090", "A100PCIe-80GB", "A100PCIe-40GB", "H100PCIe",
         "RTXA5000", "A40", "L4", "L40", "GTX1080", "GTX1080Ti", "TitanXPascal",
-        "GTXTitanX"}
+        "GTXTitanX", "T4", "TitanV", "RTX2080", "V100-32GB", "V100PCIe-32GB"}
     # 299 rows name that container: 133 of the first READMEs (those six, ResNeXt101's twelve,
     # Transformer-XL's 72, Mask R-CNN's 19 (its twentieth is SUSPECT, left out before) and
     # WaveGlow's and Tacotron 2's 24), the later READMEs' 90 and BERT-Large's 76.

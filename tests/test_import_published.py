@@ -49,9 +49,15 @@ def test_every_published_figure_is_carried_with_its_citation(reference):
         # Justin Johnson's cnn-benchmarks (Lua Torch, FP32, batch 16): forward and backward
         # of a minibatch, as its README's tables give the milliseconds
         cnn_benchmarks = row["source"] == "published: jcjohnson/cnn-benchmarks README.md@2ee75e2b"
+        # aisensiy/pytorch-gpu-benchmark: its script's timed loop and each run's per-step file
+        gpu_benchmark = re.fullmatch(
+            r"published: aisensiy/pytorch-gpu-benchmark benchmark_models\.py@74765ce1 \(the "
+            r"timed loop\) and experiment_results/\w+/[\w-]+/data/[\w-]+_float_model_train_"
+            r"benchmark\.csv@[0-9a-f]{8} \(the figures\)", row["source"])
         assert (dle and "README.md@" in row["source"] or mlperf and ".txt@" in row["source"]
                 or tf_benchmarks or timm and row["memory_format"] == timm[1]
-                or cnn_benchmarks and row["framework"] == "Torch")
+                or cnn_benchmarks and row["framework"] == "Torch"
+                or gpu_benchmark and row["optimizer"] == "none")
 
 
 def _by_table(rows: list[dict]) -> dict[tuple, tuple]:
@@ -157,8 +163,11 @@ def test_hand_checked_counts():
     # ResNet-18/34/50/101/152 and VGG-16 on a GTX 1080 Ti with cuDNN 5.1.10, a GTX 1080 and a
     # Pascal TITAN X with cuDNN 5.1.05 and 5.0.05, and a Maxwell GTX TITAN X with those and
     # 4.0.07), the first Torch, GeForce Pascal and Maxwell training figures.
+    # + 90 rows of aisensiy/pytorch-gpu-benchmark on 2026-12-07 (PyTorch, FP32, batch 12,
+    # forward and backward: nine torchvision models on ten runs, T4, TITAN V, RTX 2080,
+    # GTX 1080 Ti, V100 SXM2 16 and 32 GB, V100 PCIe 32 GB, on five clouds' notebooks).
     rows = _shipped()
-    assert len(rows) == 1931
+    assert len(rows) == 2021
     per_model = {}
     for r in rows:
         per_model[r["model"]] = per_model.get(r["model"], 0) + 1
@@ -173,18 +182,18 @@ def test_hand_checked_counts():
     regnets = [f"regnet{kind}_{size}" for kind in "xy" for size in (
         "002", "004", "006", "008", "016", "032", "040", "064", "080", "120", "160", "320")]
     assert per_model == {**dict.fromkeys(timm_only, 2), **dict.fromkeys(regnets, 1), "vit_h14": 1,
-                         "resnet50": 219, "resnet152": 47, "bert_large": 544, "transformer_big": 40,
+                         "resnet50": 229, "resnet152": 47, "bert_large": 544, "transformer_big": 40,
                          "efficientnet_b0": 34, "efficientnet_b4": 34,
                          "efficientnet_widese_b0": 24, "efficientnet_widese_b4": 24,
                          "resnext101_32x4d": 50, "se_resnext101_32x4d": 48,
                          "transformer_xl_base": 102, "transformer_xl_large": 72, "gnmt_v2": 38,
                          "ssd300": 65, "nnunet_2d": 24, "nnunet_3d": 22, "dlrm": 2,
-                         "mask_rcnn": 59, "inception_v3": 60, "vgg16": 42, "alexnet": 22,
+                         "mask_rcnn": 59, "inception_v3": 60, "vgg16": 52, "alexnet": 22,
                          "ncf": 74, "waveglow": 18, "tacotron2": 24, "bart_large": 16,
-                         "resnet18": 10, "resnet34": 10, "resnet101": 10, "inception_v4": 2,
-                         "densenet121": 2, "densenet161": 2, "densenet169": 2, "densenet201": 2,
-                         "mobilenet_v2": 2, "convnext_tiny": 2, "vit_b16": 2, "vit_l16": 2,
-                         "bert_base": 90}
+                         "resnet18": 20, "resnet34": 20, "resnet101": 10, "inception_v4": 2,
+                         "densenet121": 12, "densenet161": 12, "densenet169": 12,
+                         "densenet201": 12, "mobilenet_v2": 12, "convnext_tiny": 2,
+                         "vit_b16": 2, "vit_l16": 2, "bert_base": 90}
     timm = {(r["model"], r["memory_format"]): (r["batch_per_gpu"], r["image_size"], r["throughput"])
             for r in rows if r["gpu"] == "RTX3090"}
     assert len(timm) == 129 and {r["precision"] for r in rows if r["gpu"] == "RTX3090"} == {"amp"}
@@ -590,7 +599,7 @@ def test_a_benchmarks_own_optimizer_reaches_the_features():
     rows = _shipped()
     timm = [r for r in rows if "pytorch-image-models" in r["source"]]
     assert len(timm) == 129 and {r["optimizer"] for r in timm} == {"sgd"}
-    assert {r["optimizer"] for r in rows if r not in timm} == {"", "lamb", "bertadam"}
+    assert {r["optimizer"] for r in rows if r not in timm} == {"", "lamb", "bertadam", "none"}
     vit = next(r for r in timm if r["model"] == "vit_b16")
     trials = [trial_row(vit), trial_row({**vit, "optimizer": ""})]
     assert [t["extra"].get("optimizer") for t in trials] == ["sgd", None]
@@ -598,6 +607,50 @@ def test_a_benchmarks_own_optimizer_reaches_the_features():
     assert features["optimizer_update_bytes"].tolist() == [20.0, 28.0]
     with pytest.raises(ValueError, match="optimizer is 'adagrad', expected one of sgd"):
         trial_row({**vit, "optimizer": "Adagrad"})
+
+
+def test_a_forward_and_backward_benchmark_says_it_stepped_no_optimizer():
+    """cnn-benchmarks and pytorch-gpu-benchmark time forward and backward alone (`optimizer`
+    none): their trials say so, their features price no update, and none of their figures
+    answers a training query."""
+    from advisor.features import model_features, trial_features
+    from advisor.fitting import throughput_data
+
+    rows = _shipped()
+    timed = [r for r in rows if r["optimizer"] == "none"]
+    assert {r["source"].split("@")[0] for r in timed} == {
+        "published: jcjohnson/cnn-benchmarks README.md",
+        "published: aisensiy/pytorch-gpu-benchmark benchmark_models.py"}
+    trial = trial_row(timed[0])
+    assert trial["extra"] == {**trial["extra"], "forward_backward_only": True}
+    assert "optimizer" not in trial["extra"]
+    features, _, _ = trial_features([trial, trial_row({**timed[0], "optimizer": ""})],
+                                    model_features())
+    assert features["forward_backward_only"].tolist() == [1.0, 0.0]
+    with Store(":memory:") as store:
+        store.add_trial(trial)
+        figure = 0.9 * float(timed[0]["throughput"])  # a training step takes longer
+        store.add_trial(trial_row({**timed[0], "optimizer": "", "software": "a training run",
+                                   "throughput": str(figure)}))
+        features, _, measured, _ = throughput_data(store)
+    # one configuration measured by two stacks: the training one alone answers it
+    assert len(features["model"]) == 2 and len(measured) == 1
+    assert list(measured.values())[0][0] == pytest.approx(figure)
+
+
+def test_each_pytorch_gpu_benchmark_row_is_its_runs_mean_step():
+    """12 images over the mean of a run's 50 timed steps (ms), hand-checked against the
+    files; one stack a notebook image (its CUDA and cuDNN), whatever the GPU."""
+    rows = [r for r in _shipped() if "aisensiy/pytorch-gpu-benchmark" in r["source"]]
+    assert len(rows) == 90 and {r["batch_per_gpu"] for r in rows} == {"12"}
+    assert {r["gpu"] for r in rows} == {"T4", "TitanV", "RTX2080", "GTX1080Ti", "V100",
+                                        "V100-32GB", "V100PCIe-32GB"}
+    figure = {(r["gpu"], r["model"], r["software"].split("), ")[-1]): r["throughput"]
+              for r in rows}
+    assert figure["T4", "resnet50", "OpenBayes notebook"] == "105.89"  # 113.3224 ms
+    assert figure["RTX2080", "vgg16", "OpenBayes notebook"] == "111.32"  # 107.801 ms
+    assert figure["V100PCIe-32GB", "densenet121", "Huawei Cloud ModelArts notebook"] == "158.12"
+    assert len({r["software"] for r in rows}) == 5
 
 
 def test_nvidias_pre_training_rows_step_lamb():
@@ -965,6 +1018,7 @@ def test_a_measured_configuration_answers_with_the_stacks_recommend_prices(tmp_p
     and 32 GB boards), not a median that MXNet's and TensorFlow's 377-432 pull up."""
     from advisor.artifact import config_keys
     from advisor.fitting import reference_stacks, throughput_data
+    from advisor.sharding import steps_optimizer
 
     with Store(tmp_path / "m.db") as db:
         import_published(db)
@@ -976,8 +1030,11 @@ def test_a_measured_configuration_answers_with_the_stacks_recommend_prices(tmp_p
     assert value == pytest.approx((359.76 + 373.21) / 2) and (lo, hi) == (359.76, 432.0)
     assert len(set(stacks[keys == cell])) == 5
     # Everywhere: a cell with a reference stack answers within that stack's figures, one
-    # without answers within all of its figures.
-    for key in np.unique(keys):
-        rows = keys == key
+    # without answers within all of its figures; a benchmark of forward and backward alone
+    # answers none.
+    training = steps_optimizer(features, len(keys))
+    assert set(measured) == set(keys[training])
+    for key in np.unique(keys[training]):
+        rows = (keys == key) & training
         own = throughput[rows & reference] if (rows & reference).any() else throughput[rows]
         assert own.min() <= measured[key][0] <= own.max(), key

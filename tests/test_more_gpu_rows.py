@@ -93,7 +93,7 @@ def test_near_names_do_not_collide(name, row, not_row):
     # parts without a row of their own stay unmatched rather than borrow a neighbour's figures
     ("NVIDIA GeForce RTX 4080 SUPER", ()), ("NVIDIA GeForce RTX 2080 SUPER", ()),
     ("NVIDIA RTX 4000 SFF Ada Generation", ()), ("NVIDIA H200 NVL", ()),
-    ("Tesla V100-PCIE-32GB", ()),  # the V100 PCIe 32 GB, not the faster V100S
+    ("Tesla V100-PCIE-32GB", ("V100PCIe-32GB",)),  # its own row (2026-12-07), not the V100S
 ])
 def test_parts_without_a_row_match_nothing_new(name, matches):
     assert gpu_matches(name, gpu_specs()) == matches

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::cloud.catalog.StaleCatalogWarni
 BEFORE_AMPERE = {"K80", "P100", "P100SXM2", "V100", "V100-32GB", "V100PCIe", "T4", "GTX1080Ti",
                  "TitanV", "RTX2080Ti", "TitanRTX", "QuadroRTX8000", "QuadroRTX6000",
                  "QuadroRTX5000", "RTX2080", "TitanXp", "GTX1080", "P40", "V100S",
-                 "TitanXPascal", "GTXTitanX"}
+                 "TitanXPascal", "GTXTitanX", "V100PCIe-32GB"}
 
 
 def test_gpus_csv_says_which_gpus_have_bf16_and_tf32():

@@ -265,7 +265,7 @@ def test_corrupt_input_files_exit_2_with_one_line(tmp_path, flag, content, messa
 def test_the_table_says_when_larger_steps_would_help():
     """Without --explain, one line when most of the pick's step does not grow with the batch
     (BERT-base's 1M steps on 56 GPUs), none when it does (ResNet-50 on one node)."""
-    bert = recommend("--model", "bert_base", "--deadline", "13h", "--provider", "gcp",
+    bert = recommend("--model", "bert_base", "--deadline", "14h", "--provider", "gcp",
                      "--precision", "bf16", "--top", "1")
     assert bert.exit_code == 0 and "a larger --global-batch" in " ".join(bert.stdout.split())
     resnet = recommend("--model", "resnet50", "--deadline", "24h", "--top", "1")

@@ -82,8 +82,9 @@ def test_one_gpu_resolver_for_what_people_type(typed, names):
     # PCIe parts of SXM GPUs: rows of their own, named like P100SXM2
     ("Tesla V100-PCIE-16GB", ("V100PCIe",)), ("NVIDIA H100 PCIe", ("H100PCIe",)),
     ("NVIDIA A100 80GB PCIe", ("A100PCIe-80GB",)), ("NVIDIA A100-PCIE-40GB", ("A100PCIe-40GB",)),
+    ("Tesla V100-PCIE-32GB", ("V100PCIe-32GB",)),
     # another part than any datasheet row (PCIe against SXM, other memory): nothing
-    ("NVIDIA H200 NVL", ()), ("Tesla V100-PCIE-32GB", ()), ("Tesla P100-PCIE-12GB", ()),
+    ("NVIDIA H200 NVL", ()), ("Tesla P100-PCIE-12GB", ()),
     ("NVIDIA", ()),
 ])
 def test_a_drivers_device_name_resolves_to_its_datasheet_row(device, names):
