@@ -214,10 +214,10 @@ def measured_evidence(features: dict) -> tuple[list[str], dict[str, list[int]]]:
     `measured` answer can say whose measurement it is."""
     if "software" not in features or not len(features["software"]):
         return [], {}
-    keys, stacks = config_keys(features), np.asarray(features["software"], dtype=str)
+    training = steps_optimizer(features, len(features["software"]))
+    keys = config_keys(features)[training]
+    stacks = np.asarray(features["software"], dtype=str)[training]
     names, index = np.unique([stack_words(stack) for stack in stacks], return_inverse=True)
-    training = steps_optimizer(features, len(keys))
-    keys, stacks, index = keys[training], stacks[training], index[training]
     chosen = answering(keys, reference_stacks(stacks))
     evidence: dict[str, set[int]] = {}
     for key, stack in zip(keys[chosen].tolist(), index[chosen].tolist()):

@@ -92,7 +92,7 @@ def update_share(features: dict, n: int) -> np.ndarray:
     """The optimizer steps a micro-step carries: 1/a (1 without accumulation; 0 where the
     timed step ran forward and backward alone)."""
     steps = 1.0 / np.maximum(_column(features, "accumulation", 1.0, n), 1.0)
-    return np.where(_column(features, "forward_backward_only", 0.0, n) > 0, 0.0, steps)
+    return np.where(steps_optimizer(features, n), steps, 0.0)
 
 
 def accumulating_share(features: dict, n: int) -> np.ndarray:

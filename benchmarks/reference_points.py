@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 from advisor import physics
 from advisor.artifact import load_artifact
 from advisor.features import configuration_features, model_features
+from advisor.importers.published import NO_OPTIMIZER
 from gpuadvisor.cards import card_name
 
 # (model, GPU, precision, GPUs in one node, per-GPU batch, sequence length or None)
@@ -95,11 +96,12 @@ def published() -> dict[tuple, float]:
     """Median published figure per (model, GPU, precision, GPUs, batch, seq_len), per GPU: of
     the PyTorch rows where a configuration has any (what a `measured` answer returns), in the
     recipe's own memory format where it has those (NVIDIA's channels-last 16-bit recipes, not
-    the NCHW runs beside them: the `ch-last` column's job), else of every framework's."""
+    the NCHW runs beside them: the `ch-last` column's job), else of every framework's; never a
+    benchmark's of forward and backward alone, which answers no training query."""
     out: dict[tuple, list[tuple[int, float]]] = {}
     with open(ROOT / "datasets" / "published_throughput.csv", newline="") as handle:
         for row in csv.DictReader(handle):
-            if not row["batch_per_gpu"]:
+            if not row["batch_per_gpu"] or row["optimizer"] == NO_OPTIMIZER:
                 continue
             key = (row["model"], row["gpu"], row["precision"], int(row["num_gpus"]),
                    int(row["batch_per_gpu"]), int(row["seq_len"]) if row["seq_len"] else None)
