@@ -1,0 +1,108 @@
+"""Which published source (or GPU) sets which fitted coefficient: the fit of the step's
+physics (advisor.fitting.fit_throughput_core) on every published figure, then again without
+each source's (or each GPU's) rows in turn, and how far each coefficient moves.
+
+A coefficient one source alone moves far is evidence of that source's habits (its hosts, its
+input pipeline, its software's age) rather than of the physics, and whatever the fit learns
+from it reaches every prediction: the forty-seventh session's batch-12 rows of
+pytorch-gpu-benchmark, launch-bound on cloud notebooks, set the step's fixed cost and the
+GPU's floor per kernel, which a held-out NCF step of 7 ms then pays. A source is a code
+base (`advisor.fitting.code_base`: a DeepLearningExamples model folder, a repository), with
+every MLPerf submission one source. `--by gpu` drops each GPU's rows instead: a coefficient
+that only one GPU's rows pin down is one a fit without that GPU has to guess (without the
+V100, whose rows are the only FP32 ones from NVIDIA's containers of 2019-2021, FP32
+convolutions are fitted about a quarter slower). Every refit keeps the priors the whole data
+chose (`tuned_priors`), so a change is the data's doing alone.
+
+    .venv/bin/python benchmarks/coefficient_sensitivity.py
+    .venv/bin/python benchmarks/coefficient_sensitivity.py --by gpu --coefficients conv_fp32
+
+About 10 seconds on 2 cores (one refit per source: 26 of them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from advisor import physics
+from advisor.features import take
+from advisor.fitting import fit_throughput_core, throughput_data, tuned_priors
+from gpuadvisor.store import Store
+
+# The step constants and the efficiencies the README's fit paragraph quotes.
+DEFAULT_COEFFICIENTS = ("fixed", "kernel_floor", "tensor_launch", "host_dispatch",
+                        "compute_fp32", "conv_fp32", "compute_tensor", "conv_tensor",
+                        "compute_tf32", "conv_tf32", "memory")
+MLPERF = "mlcommons/training_results"
+
+
+def source_of(software: str) -> str:
+    """A published row's source (its cited code base; MLPerf's submissions as one)."""
+    fields = json.loads(software.partition(" ")[2] or "{}")
+    code = str(fields.get("code") or fields.get("container") or "uncited")
+    return MLPERF if code.startswith(MLPERF) else code
+
+
+def published_rows() -> tuple[dict, np.ndarray]:
+    from advisor.importers.published import import_published
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Path(tmp) / "published.db"
+        with Store(store) as db:
+            import_published(db)
+        with Store(store, readonly=True) as db:
+            features, throughput, _, _ = throughput_data(db)
+    return features, throughput
+
+
+def refit(features: dict, throughput: np.ndarray, priors: dict, rows: np.ndarray) -> dict:
+    core = fit_throughput_core(take(features, rows), throughput[rows], priors)
+    return core["coefficients"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--coefficients", nargs="+", default=list(DEFAULT_COEFFICIENTS),
+                        help="the fitted coefficients to follow (advisor.physics.TERMS)")
+    parser.add_argument("--by", choices=("source", "gpu"), default="source",
+                        help="what each refit leaves out: one source's rows or one GPU's")
+    parser.add_argument("--top", type=int, default=10,
+                        help="the groups that move the coefficients most, per coefficient")
+    args = parser.parse_args()
+    unknown = sorted(set(args.coefficients) - set(physics.TERMS))
+    if unknown:
+        sys.exit(f"error: unknown coefficient {', '.join(unknown)}; "
+                 f"known: {', '.join(physics.TERMS)}")
+    from joblib import Parallel, delayed
+
+    features, throughput = published_rows()
+    priors, _ = tuned_priors(features, throughput)
+    whole = refit(features, throughput, priors, np.arange(len(throughput)))
+    groups = np.array([source_of(str(s)) for s in features["software"]]) \
+        if args.by == "source" else np.asarray(features["gpu"]).astype(str)
+    names = sorted(set(groups), key=lambda name: (-(groups == name).sum(), name))
+    print(f"{len(throughput)} published configurations, {len(names)} {args.by}s; each "
+          f"coefficient fitted on all, then without each {args.by} (the whole data's priors)",
+          file=sys.stderr)
+    without = Parallel(n_jobs=-1)(
+        delayed(refit)(features, throughput, priors, np.flatnonzero(groups != name))
+        for name in names)
+    for term in args.coefficients:
+        moves = [(np.log(fit[term] / whole[term]), name) for fit, name in zip(without, names)]
+        moves.sort(key=lambda move: -abs(move[0]))
+        print(f"\n{term}: {whole[term]:.4g} fitted on all")
+        for change, name in moves[:args.top]:
+            print(f"  {np.exp(change):6.3f}x without {name} ({(groups == name).sum()} rows)")
+
+
+if __name__ == "__main__":
+    main()
