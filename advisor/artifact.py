@@ -130,14 +130,14 @@ THROUGHPUT_SHAPE = {
     "software_effects": ("a mapping", NUMBER), "framework_effects": ("a mapping", NUMBER),
     "unit_effects": ("a mapping", NUMBER), "software_spread": ("a mapping", NUMBER),
     "code_effects": ("a mapping", NUMBER), "code_unit_effects": ("a mapping", NUMBER),
-    "release_effects": ("a mapping", NUMBER),
+    "release_effects": ("a mapping", NUMBER), "host_effects": ("a mapping", NUMBER),
     "anchors": {"length_scale": NUMBER, "noise_share": NUMBER,
                 "cells": ("a mapping", {"x": ("a list", NUMBERS), "weights": NUMBERS})},
 }
 # What a fit on no data, or on data without software stacks, leaves out; prediction does
 # without them. A calibration's `novel` spreads need its `ceiling`, its `range` its `doubling`.
 OPTIONAL = {"software_effects", "framework_effects", "unit_effects", "software_spread",
-            "code_effects", "code_unit_effects", "release_effects", "anchors",
+            "code_effects", "code_unit_effects", "release_effects", "host_effects", "anchors",
             "interpolated", "measured", "ceiling", "novel", "range", "doubling", "units",
             "stacks", "evidence"}
 NEEDS = {"novel": "ceiling", "range": "doubling"}
@@ -236,7 +236,7 @@ class Artifact:
         `software` feature where the fit has seen it (`software_effects`; `advisor evaluate`
         names the stack that measured a held-out row, `recommend` names none)."""
         spec = self.doc["throughput"]
-        seconds = physics.step_time(features, spec["coefficients"])
+        seconds = physics.step_time(features, spec["coefficients"], _host_scale(spec, features))
         log_factor = _correction(spec["correction"], features) - anchoring.anchor(
             spec.get("anchors"), features)
         if "software" in features and spec.get("software_effects"):
@@ -504,6 +504,19 @@ def release_label(stack: str) -> str | None:
         return None
     match = CONTAINER_RELEASE.search(str(software.get("container", "")))
     return f"{framework(stack)} 20{match[1]}" if match else None
+
+
+def _host_scale(spec: dict, features: dict) -> np.ndarray | None:
+    """How much slower than the reference each row's host runs a step's Python: its code
+    base's hosts' (its stack's where it cites none) where the fit saw them (`host_effects`),
+    else 1, the reference host a `recommend` query is priced on; None where rows name no stack
+    or the fit has none."""
+    table = _lower_keys(spec.get("host_effects", {}))
+    if "software" not in features or not table:
+        return None
+    names, codes = physics.factorize(features["software"])
+    return np.exp(np.array([table.get(code_label(name) or name, 0.0) for name in names],
+                           dtype=float)[codes])
 
 
 def _lower_keys(table: dict) -> dict:

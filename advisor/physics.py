@@ -106,6 +106,13 @@ TERMS = ("compute_fp32", "compute_tensor", "compute_tf32", "conv_fp32", "conv_te
 # step's kernels (launches are asynchronous: a host that issues kernels faster than the GPU
 # runs them is hidden behind it, one that issues them slower sets the step).
 WORKER_TERMS = len(TERMS) - 3
+# The terms a host's speed sets: the Python a step runs once (`fixed`: the training loop, the
+# batch's hand-off, the synchronisations a benchmark times) and the dispatch of each kernel
+# (`host_dispatch`). A benchmark's own machines run both at their own speed
+# (fitting.fit_throughput_core's `host_effects`): cloud notebooks on 1-2.5 GHz vCPUs are
+# slower than a DGX's Xeons, which no multiplicative effect on the step can say, since the
+# host's work adds to the step or hides behind the GPU's.
+HOST_TERMS = [TERMS.index(term) for term in ("fixed", "host_dispatch")]
 SIDES = (slice(0, WORKER_TERMS), slice(WORKER_TERMS, len(TERMS) - 1),
          slice(len(TERMS) - 1, len(TERMS)))
 SMOOTH_MAX_POWER = 4.0
@@ -753,9 +760,21 @@ def host_seconds(features: dict, coefficients: dict | None = None) -> np.ndarray
     return _sides(design_matrix(features), theta(coefficients))[-1]
 
 
-def step_time(features: dict, coefficients: dict | None = None) -> np.ndarray:
-    """Seconds per step of one worker under the physical model."""
-    return combine(design_matrix(features), theta(coefficients))
+def step_time(features: dict, coefficients: dict | None = None,
+              host_scale: np.ndarray | None = None) -> np.ndarray:
+    """Seconds per step of one worker under the physical model; `host_scale`: how much slower
+    than the reference each row's host runs the step's Python (with_host_scale)."""
+    return combine(with_host_scale(design_matrix(features), host_scale), theta(coefficients))
+
+
+def with_host_scale(design: np.ndarray, host_scale: np.ndarray | None) -> np.ndarray:
+    """The design matrix with each row's HOST_TERMS columns times its `host_scale` (a copy;
+    the matrix itself where there is no scale)."""
+    if host_scale is None:
+        return design
+    scaled = design.copy()
+    scaled[:, HOST_TERMS] *= np.asarray(host_scale, dtype=float)[:, None]
+    return scaled
 
 
 def cluster_throughput(features: dict, seconds_per_step: np.ndarray) -> np.ndarray:

@@ -557,3 +557,17 @@ def test_a_step_in_parts_adds_up_to_the_workers_step():
     fixed = seconds["communication"] + seconds["per_step"]
     assert fixed[1] / physics.step_time(features)[1] > 0.5 > fixed[0] / physics.step_time(
         features)[0]
+
+
+def test_a_hosts_speed_scales_the_steps_python_and_nothing_else():
+    """with_host_scale multiplies a row's fixed cost and kernel dispatch (HOST_TERMS), each
+    row by its own factor, and leaves every other term and the matrix it was given alone."""
+    design = np.arange(1.0, 1.0 + 2 * len(physics.TERMS)).reshape(2, len(physics.TERMS))
+    scaled = physics.with_host_scale(design, np.array([3.0, 0.5]))
+    host = [physics.TERMS.index("fixed"), physics.TERMS.index("host_dispatch")]
+    assert sorted(physics.HOST_TERMS) == sorted(host)
+    others = [i for i in range(len(physics.TERMS)) if i not in host]
+    assert np.array_equal(scaled[:, host], design[:, host] * np.array([[3.0], [0.5]]))
+    assert np.array_equal(scaled[:, others], design[:, others])
+    assert design[0, host[0]] == 1.0 + host[0]
+    assert physics.with_host_scale(design, None) is design
