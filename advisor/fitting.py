@@ -322,11 +322,12 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
     A code base's benchmarks also ran on machines of their own, whose hosts run a step's
     Python (its fixed cost and each kernel's dispatch, physics.HOST_TERMS) at their own speed:
     a log factor on those terms per code base (a stack's own where it cites none), pulled
-    towards 0 (`host_effects`). Added, not multiplied: the host's work adds to a synchronised
-    step or hides behind the GPU's, so an offset on the step cannot stand for it. Fitted on
-    the published figures, pytorch-gpu-benchmark's cloud notebooks (1-2.5 GHz vCPUs) come out
-    2.5x slower than the reference, NVIDIA's NCF 0.8x; without the factor those 90 rows set
-    the shared fixed cost and the GPU's floor per kernel (benchmarks/coefficient_sensitivity.py)."""
+    towards 0, the reference stacks' row-weighted mean held at 0 (`host_effects`). Added, not
+    multiplied: the host's work adds to a synchronised step or hides behind the GPU's, so an
+    offset on the step cannot stand for it. In the shipped fit pytorch-gpu-benchmark's cloud
+    notebooks (1-2.5 GHz vCPUs) come out 2.4x slower than the reference host, NVIDIA's NCF
+    0.8x; without the factor those 90 rows set the shared fixed cost and the GPU's floor per
+    kernel (benchmarks/coefficient_sensitivity.py)."""
     from scipy import sparse
     from scipy.optimize import least_squares
 

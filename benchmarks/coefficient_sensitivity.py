@@ -6,12 +6,14 @@ A coefficient one source alone moves far is evidence of that source's habits (it
 input pipeline, its software's age) rather than of the physics, and whatever the fit learns
 from it reaches every prediction: the forty-seventh session's batch-12 rows of
 pytorch-gpu-benchmark, launch-bound on cloud notebooks, set the step's fixed cost and the
-GPU's floor per kernel, which a held-out NCF step of 7 ms then pays. A source is a code
+GPU's floor per kernel, which a held-out NCF step of 7 ms then paid, until the forty-eighth
+session gave each code base's hosts a speed of their own. A source is a code
 base (`advisor.fitting.code_base`: a DeepLearningExamples model folder, a repository), with
 every MLPerf submission one source. `--by gpu` drops each GPU's rows instead: a coefficient
 that only one GPU's rows pin down is one a fit without that GPU has to guess (without the
 V100, whose rows are the only FP32 ones from NVIDIA's containers of 2019-2021, FP32
-convolutions are fitted about a quarter slower). Every refit keeps the priors the whole data
+convolutions were fitted 1.27x slower before each code base's hosts had a speed of their
+own, 1.06x after). Every refit keeps the priors the whole data
 chose (`tuned_priors`), so a change is the data's doing alone.
 
     .venv/bin/python benchmarks/coefficient_sensitivity.py
