@@ -506,6 +506,12 @@ def release_label(stack: str) -> str | None:
     return f"{framework(stack)} 20{match[1]}" if match else None
 
 
+def host_label(stack: str) -> str:
+    """The hosts a `software_label`'s figures ran on, as `host_effects` keys them: its code
+    base's machines (`code_label`), else its own stack's."""
+    return code_label(stack) or stack
+
+
 def _host_scale(spec: dict, features: dict) -> np.ndarray | None:
     """How much slower than the reference each row's host runs a step's Python: its code
     base's hosts' (its stack's where it cites none) where the fit saw them (`host_effects`),
@@ -515,7 +521,7 @@ def _host_scale(spec: dict, features: dict) -> np.ndarray | None:
     if "software" not in features or not table:
         return None
     names, codes = physics.factorize(features["software"])
-    return np.exp(np.array([table.get(code_label(name) or name, 0.0) for name in names],
+    return np.exp(np.array([table.get(host_label(name), 0.0) for name in names],
                            dtype=float)[codes])
 
 

@@ -29,6 +29,7 @@ from advisor.artifact import (
     code_label,
     config_keys,
     framework,
+    host_label,
     range_axis,
     recorded_software,
     release_label,
@@ -365,7 +366,7 @@ def fit_throughput_core(features: dict, throughput: np.ndarray,
     # Each code base's hosts (a stack's own where it cites none): a log factor on the host's
     # terms, pulled towards 0, whose mean over the reference stacks' rows is held at 0 as
     # their offsets' is: the physics' host is theirs.
-    host_of_row = np.where(code_of_row != "", code_of_row, labels)
+    host_of_row = np.array([host_label(name) for name in stack_names], dtype=str)[stack]
     host_names = np.unique(host_of_row) if stacks else np.array([], dtype=str)
     hosts = sparse.csr_matrix(_indicators(host_of_row, host_names))
     host_share = (reference_row / max(reference_row.sum(), 1)) @ hosts if stacks \

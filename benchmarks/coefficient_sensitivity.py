@@ -25,7 +25,6 @@ About 10 seconds on 2 cores (one refit per source: 26 of them).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -36,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor import physics
+from advisor.artifact import MLPERF_CODE, recorded_software
 from advisor.features import take
 from advisor.fitting import fit_throughput_core, throughput_data, tuned_priors
 from gpuadvisor.store import Store
@@ -44,14 +44,13 @@ from gpuadvisor.store import Store
 DEFAULT_COEFFICIENTS = ("fixed", "kernel_floor", "tensor_launch", "host_dispatch",
                         "compute_fp32", "conv_fp32", "compute_tensor", "conv_tensor",
                         "compute_tf32", "conv_tf32", "memory")
-MLPERF = "mlcommons/training_results"
 
 
 def source_of(software: str) -> str:
     """A published row's source (its cited code base; MLPerf's submissions as one)."""
-    fields = json.loads(software.partition(" ")[2] or "{}")
+    fields = recorded_software(software) or {}
     code = str(fields.get("code") or fields.get("container") or "uncited")
-    return MLPERF if code.startswith(MLPERF) else code
+    return MLPERF_CODE if code.startswith(MLPERF_CODE) else code
 
 
 def published_rows() -> tuple[dict, np.ndarray]:

@@ -23,7 +23,7 @@ def test_each_mlperf_submission_counts_as_one_source_and_a_code_base_as_its_own(
                    container="MXNet 23.04")
     nvidia = label(code="NVIDIA/DeepLearningExamples PyTorch/Recommendation/NCF",
                    container="pytorch-21.04 container", framework="PyTorch")
-    assert SENSITIVITY.source_of(first) == SENSITIVITY.source_of(second) == SENSITIVITY.MLPERF
+    assert SENSITIVITY.source_of(first) == SENSITIVITY.source_of(second) == SENSITIVITY.MLPERF_CODE
     assert SENSITIVITY.source_of(nvidia) == "NVIDIA/DeepLearningExamples PyTorch/Recommendation/NCF"
     assert SENSITIVITY.source_of(label(container="TF 1.x")) == "TF 1.x"
     assert SENSITIVITY.source_of("published {}") == "uncited"
