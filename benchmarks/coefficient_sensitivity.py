@@ -16,10 +16,20 @@ convolutions were fitted 1.27x slower before each code base's hosts had a speed 
 own, 1.06x after). Every refit keeps the priors the whole data
 chose (`tuned_priors`), so a change is the data's doing alone.
 
+`--by prior` asks the other question: what the data say about a coefficient at all. It refits
+on every row with that coefficient's prior divided and multiplied by PRIOR_SCALE, one
+coefficient at a time, and prints the fitted value under each and its elasticity, the log
+change of the fit over the log change of the prior: 0 where the data set the coefficient, 1
+where its prior does (a step's fixed cost: 0.24, 2.3 and 5.2 ms fitted with priors of 0.2, 1
+and 5 ms, the stacks' offsets and the hosts' factors absorbing the difference). A coefficient
+its prior sets is only as good as the prior's physics.
+
     .venv/bin/python benchmarks/coefficient_sensitivity.py
     .venv/bin/python benchmarks/coefficient_sensitivity.py --by gpu --coefficients conv_fp32
+    .venv/bin/python benchmarks/coefficient_sensitivity.py --by prior
 
-About 10 seconds on 2 cores (one refit per source: 26 of them).
+About 10 seconds on 2 cores (one refit per source: 26 of them); `--by prior` makes two refits
+per coefficient.
 """
 
 from __future__ import annotations
@@ -44,6 +54,8 @@ from gpuadvisor.store import Store
 DEFAULT_COEFFICIENTS = ("fixed", "kernel_floor", "tensor_launch", "host_dispatch",
                         "compute_fp32", "conv_fp32", "compute_tensor", "conv_tensor",
                         "compute_tf32", "conv_tf32", "memory")
+# `--by prior` refits with each coefficient's prior divided and multiplied by this.
+PRIOR_SCALE = 5.0
 
 
 def source_of(software: str) -> str:
@@ -70,12 +82,47 @@ def refit(features: dict, throughput: np.ndarray, priors: dict, rows: np.ndarray
     return core["coefficients"]
 
 
+def prior_elasticities(features: dict, throughput: np.ndarray, priors: dict,
+                       terms: list[str]) -> dict[str, tuple[float, float, float]]:
+    """Per term, (fitted with its prior / PRIOR_SCALE, fitted with it * PRIOR_SCALE, the
+    elasticity of the fit to the prior: 0 where the data set the term, 1 where the prior
+    does). A prior below the term's lower bound (fitting.LOWER_LOG_BOUND) is held there."""
+    from joblib import Parallel, delayed
+
+    base = {**physics.PRIOR, **priors}
+    rows = np.arange(len(throughput))
+    fits = Parallel(n_jobs=-1)(
+        delayed(refit)(features, throughput, {**priors, term: base[term] * scale}, rows)
+        for term in terms for scale in (1 / PRIOR_SCALE, PRIOR_SCALE))
+    out = {}
+    for i, term in enumerate(terms):
+        low, high = fits[2 * i][term], fits[2 * i + 1][term]
+        out[term] = (low, high, float(np.log(high / low) / np.log(PRIOR_SCALE ** 2)))
+    return out
+
+
+def print_prior_elasticities(features: dict, throughput: np.ndarray, priors: dict,
+                             terms: list[str]) -> None:
+    base = {**physics.PRIOR, **priors}
+    whole = refit(features, throughput, priors, np.arange(len(throughput)))
+    print(f"{len(throughput)} published configurations; each coefficient refitted with its "
+          f"prior / {PRIOR_SCALE:g} and x {PRIOR_SCALE:g} (elasticity: 0 the data set it, 1 its "
+          "prior does)", file=sys.stderr)
+    print(f"{'coefficient':16s} {'prior':>10s} {'fitted':>10s} {'prior/5':>10s} "
+          f"{'prior x5':>10s} {'elasticity':>10s}")
+    for term, (low, high, elasticity) in prior_elasticities(features, throughput, priors,
+                                                             terms).items():
+        print(f"{term:16s} {base[term]:10.4g} {whole[term]:10.4g} {low:10.4g} {high:10.4g} "
+              f"{elasticity:10.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--coefficients", nargs="+", default=list(DEFAULT_COEFFICIENTS),
                         help="the fitted coefficients to follow (advisor.physics.TERMS)")
-    parser.add_argument("--by", choices=("source", "gpu"), default="source",
-                        help="what each refit leaves out: one source's rows or one GPU's")
+    parser.add_argument("--by", choices=("source", "gpu", "prior"), default="source",
+                        help="what each refit leaves out: one source's rows or one GPU's; "
+                             "`prior`: none, each coefficient's prior scaled instead")
     parser.add_argument("--top", type=int, default=10,
                         help="the groups that move the coefficients most, per coefficient")
     args = parser.parse_args()
@@ -87,6 +134,9 @@ def main() -> None:
 
     features, throughput = published_rows()
     priors, _ = tuned_priors(features, throughput)
+    if args.by == "prior":
+        print_prior_elasticities(features, throughput, priors, args.coefficients)
+        return
     whole = refit(features, throughput, priors, np.arange(len(throughput)))
     groups = np.array([source_of(str(s)) for s in features["software"]]) \
         if args.by == "source" else np.asarray(features["gpu"]).astype(str)

@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 from advisor import physics
 from advisor.artifact import load_artifact
 from advisor.features import configuration_features, model_features
-from advisor.importers.published import NO_OPTIMIZER
+from advisor.importers.published import times_forward_backward_only
 from gpuadvisor.cards import card_name
 
 # (model, GPU, precision, GPUs in one node, per-GPU batch, sequence length or None)
@@ -101,7 +101,7 @@ def published() -> dict[tuple, float]:
     out: dict[tuple, list[tuple[int, float]]] = {}
     with open(ROOT / "datasets" / "published_throughput.csv", newline="") as handle:
         for row in csv.DictReader(handle):
-            if not row["batch_per_gpu"] or row["optimizer"] == NO_OPTIMIZER:
+            if not row["batch_per_gpu"] or times_forward_backward_only(row):
                 continue
             key = (row["model"], row["gpu"], row["precision"], int(row["num_gpus"]),
                    int(row["batch_per_gpu"]), int(row["seq_len"]) if row["seq_len"] else None)

@@ -36,3 +36,28 @@ def test_an_unknown_coefficient_is_refused_before_any_fit(monkeypatch, capsys):
         SENSITIVITY.main()
     assert "unknown coefficient fixd" in str(exit_info.value)
     assert "kernel_floor" in str(exit_info.value)
+
+
+def test_a_coefficient_the_data_pin_ignores_its_prior_and_one_they_never_exercise_follows_it():
+    from advisor import physics
+    from advisor.features import gpu_features, to_arrays
+
+    # Whole models on one GPU each, from launch-bound to compute-bound batches: the data set
+    # the step's fixed cost; no row has a second node, so nothing but its prior sets the
+    # all-reduce between nodes.
+    truth = {**physics.PRIOR, "unsplit_fp32": 4.0, "fixed": 0.02}
+    rows = [dict(model=name, params=params, flops_per_sample=flops, gradient_bytes=4 * params,
+                 activation_bytes=activation, gpu=gpu, nodes=1, gpus_per_node=1,
+                 network_gbps=25.0, sync="allreduce", ps_count=1, batch_per_gpu=batch,
+                 precision="fp32", provider="aws", spot=False, **gpu_features(gpu))
+            for name, params, flops, activation in (("small", 1e6, 0.5e9, 5e6),
+                                                    ("big", 60e6, 20e9, 120e6))
+            for gpu in ("K80", "P100", "V100") for batch in (1, 4, 32, 128)]
+    features = to_arrays(rows)
+    throughput = physics.cluster_throughput(features, physics.step_time(features, truth))
+    result = SENSITIVITY.prior_elasticities(features, throughput, {},
+                                            ["fixed", "allreduce_inter"])
+    low, high, elasticity = result["fixed"]
+    assert low < 0.02 < high * 1.05  # each pulled towards its own prior, 1 ms and 25 ms
+    assert 0 < elasticity < 0.2
+    assert result["allreduce_inter"][2] == pytest.approx(1.0, abs=0.01)

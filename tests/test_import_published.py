@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 
 from advisor.importers import ImportDataError
-from advisor.importers.published import FILE, import_published, load_published, trial_row
+from advisor.importers.published import (
+    FILE,
+    import_published,
+    load_published,
+    times_forward_backward_only,
+    trial_row,
+)
 from cloud.gpus import gpu_spec
 from gpuadvisor import data
 from gpuadvisor.cards import load_cards
@@ -624,6 +630,11 @@ def test_a_forward_and_backward_benchmark_says_it_stepped_no_optimizer():
     trial = trial_row(timed[0])
     assert trial["extra"] == {**trial["extra"], "forward_backward_only": True}
     assert "optimizer" not in trial["extra"]
+    # one rule for the importer and the reference points' script, in any case and spacing
+    assert trial_row({**timed[0], "optimizer": " None "})["extra"] == trial["extra"]
+    assert times_forward_backward_only({"optimizer": " None "})
+    assert not times_forward_backward_only({"optimizer": "sgd"})
+    assert not times_forward_backward_only({})
     features, _, _ = trial_features([trial, trial_row({**timed[0], "optimizer": ""})],
                                     model_features())
     assert features["forward_backward_only"].tolist() == [1.0, 0.0]

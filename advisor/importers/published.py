@@ -184,6 +184,12 @@ def _xla(row: dict[str, str]) -> dict[str, bool]:
     return {XLA_KEY: True} if _flag(row, XLA_KEY) else {}
 
 
+def times_forward_backward_only(row: dict[str, str]) -> bool:
+    """Whether a row's benchmark timed forward and backward alone (its `optimizer` column
+    says NO_OPTIMIZER, in any case and spacing)."""
+    return (row.get("optimizer") or "").strip().lower() == NO_OPTIMIZER
+
+
 def _optimizer(row: dict[str, str]) -> dict[str, Any]:
     """`extra.optimizer` of a row whose `optimizer` column names what the run stepped (a
     benchmark's own, where it is not the model's recipe's), `extra.forward_backward_only`
@@ -192,7 +198,7 @@ def _optimizer(row: dict[str, str]) -> dict[str, Any]:
     given = (row.get("optimizer") or "").strip().lower()
     if not given:
         return {}
-    if given == NO_OPTIMIZER:
+    if times_forward_backward_only(row):
         return {"forward_backward_only": True}
     if given not in OPTIMIZER_STATE_BYTES:
         raise ValueError(f"optimizer is {given[:20]!r}, expected one of "
