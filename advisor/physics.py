@@ -29,7 +29,8 @@ maximum of the class's sums. A training step of one worker then costs
       + a_mem * (sum B_c*b + step bytes + gradient bytes) / BW_mem   (memory-bound classes;
                       the gradient bytes the trace never sees, untraced_gradient_bytes: the
                       optimizer's once per optimizer step, on its shard under FSDP (20
-                      bytes a parameter for SGD with momentum, 28 Adam, 52 LAMB), 3G of
+                      bytes a parameter for SGD with momentum, 28 Adam, 52 LAMB) and in
+                      fp16 the loss scale's unscaling, 2G, before it, 3G of
                       accumulation's adds on (A-1)/A of micro-steps, 4G of an all-reduce's
                       bucket copies;
                       under autocast B_c at the widths autocast gives each tensor: a
@@ -238,6 +239,15 @@ DEFAULT_OPTIMIZER = "sgd"
 # the sum, three passes over the gradients that the card's trace, of one step whose gradients
 # are written, does not count. An optimizer step's first micro-step writes them as traced.
 ACCUMULATE_GRADIENT_PASSES = 3.0
+# Mixed precision in fp16 scales the loss so that small gradients survive 16 bits, and
+# unscales the gradients before each optimizer step, checking them for infinities on the way:
+# PyTorch's GradScaler in one kernel over every gradient
+# (torch._amp_foreach_non_finite_check_and_unscale_: it reads each fp32 gradient and writes it
+# back divided), apex's amp and TensorFlow's and MXNet's loss-scale optimizers likewise. Two
+# passes over the gradients an optimizer step, which the card's trace of the forward and
+# backward passes does not hold. bf16 has fp32's range and needs no loss scale.
+LOSS_SCALE_PASSES = 2.0
+LOSS_SCALED_PRECISIONS = ("amp",)
 # Data-parallel workers reduce their gradients through flat buffers: PyTorch's DDP copies each
 # gradient into its bucket and, once the bucket is all-reduced, back into .grad (its default,
 # gradient_as_bucket_view=False); Horovod's fusion buffer and TensorFlow's packed all-reduce
@@ -657,13 +667,16 @@ def design_matrix(features: dict) -> np.ndarray:
 def untraced_gradient_bytes(features: dict, n: int, traffic: np.ndarray) -> np.ndarray:
     """Bytes a worker's micro-step moves through its memory for the parameters and gradients
     beyond the card's one-step trace: the optimizer's update (once per optimizer step, on its
-    shard, not recomputed), accumulation's adds into the accumulated gradients, and an
+    shard, not recomputed) and in fp16 the loss scale's unscaling before it
+    (LOSS_SCALE_PASSES), accumulation's adds into the accumulated gradients, and an
     all-reduce's copies into its buckets and back (`traffic`: the communication per
     micro-step, sharding.communication_scale)."""
     grad = _arr(features, "gradient_bytes")
     workers = _arr(features, "nodes") * _arr(features, "gpus_per_node")
-    update = optimizer_update_bytes(features, n) * np.nan_to_num(_arr(features, "params")) \
-        * optimizer_scale(features, n)
+    unscale = np.where(is_in(features, "precision", LOSS_SCALED_PRECISIONS),
+                       LOSS_SCALE_PASSES * grad, 0.0)
+    update = (optimizer_update_bytes(features, n) * np.nan_to_num(_arr(features, "params"))
+              + unscale) * optimizer_scale(features, n)
     accumulate = ACCUMULATE_GRADIENT_PASSES * grad * accumulating_share(features, n)
     data_parallel = ~is_in(features, "sync", ["ps"]) & (workers > 1)
     buckets = np.where(data_parallel, BUCKET_COPY_PASSES * grad * traffic, 0.0)

@@ -130,6 +130,25 @@ def test_data_parallel_workers_copy_their_gradients_into_buckets_and_back():
                                physics.design_matrix(one)[:, memory])
 
 
+def test_fp16s_loss_scale_unscales_the_gradients_before_each_optimizer_step():
+    """GradScaler reads and writes every gradient once an optimizer step (two passes); bf16
+    has no loss scale, and a benchmark of forward and backward alone steps no optimizer."""
+    features, flat, n = plain_h100_plans()
+    memory = physics.TERMS.index("memory")
+    unscale = physics.LOSS_SCALE_PASSES * features["gradient_bytes"] / (
+        features["gpu_mem_bw_gbps"] * 1e9)
+    bf16 = physics.design_matrix(flat)[:, memory]
+    fp16 = dict(flat, precision=np.full(n, "amp"))
+    np.testing.assert_allclose(physics.design_matrix(fp16)[:, memory] - bf16, unscale)
+    accumulating = {"accumulation": np.full(n, 4.0)}
+    np.testing.assert_allclose(
+        physics.design_matrix(dict(fp16, **accumulating))[:, memory]
+        - physics.design_matrix(dict(flat, **accumulating))[:, memory], unscale / 4)
+    timed = {"forward_backward_only": np.ones(n)}
+    np.testing.assert_allclose(physics.design_matrix(dict(fp16, **timed))[:, memory],
+                               physics.design_matrix(dict(flat, **timed))[:, memory])
+
+
 def test_a_tensors_update_kernels_run_once_per_optimizer_step_its_accumulation_each_micro_step():
     features, flat, n = plain_h100_plans()
     launch = physics.TERMS.index("tensor_launch")

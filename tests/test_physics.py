@@ -21,6 +21,10 @@ def config(**overrides):
     return to_arrays([candidate(**overrides)])
 
 
+# A card of activations alone: no update, no gradients to reduce or unscale.
+NO_PARAMETERS = {"params": 0.0, "gradient_bytes": 0.0}
+
+
 def terms(**overrides) -> dict[str, float]:
     return dict(zip(physics.TERMS, physics.design_matrix(config(**overrides))[0]))
 
@@ -56,7 +60,9 @@ def test_precision_picks_the_roofline():
     amp = terms(precision="amp")
     assert amp["unsplit_fp32"] == 0
     assert amp["unsplit_tensor"] == pytest.approx(1e9 * 100 / 125e12)
-    assert amp["memory"] == pytest.approx((0.5 * 2e6 * 100 + 20e6) / 900e9)  # 16-bit activations
+    # 16-bit activations, the update, and the loss scale's two passes over the gradients
+    assert amp["memory"] == pytest.approx((0.5 * 2e6 * 100 + 20e6 + 2 * 1e8) / 900e9)
+    assert terms(precision="bf16")["memory"] == pytest.approx((0.5 * 2e6 * 100 + 20e6) / 900e9)
     # TF32 exists from Ampere on, at half the dense 16-bit tensor rate; a V100 runs it as FP32.
     assert terms(precision="tf32")["unsplit_fp32"] == pytest.approx(1e9 * 100 / 15.7e12)
     a100 = terms(precision="tf32", gpu="A100-80GB")
@@ -86,19 +92,19 @@ def test_each_operator_class_binds_at_the_gpus_balance_point():
     # A GEMM-heavy class is compute-bound and element-wise work memory-bound on every GPU.
     card = split_card(matmul=(1e9, 1e6), other=(1e6, 1e7))
     for gpu in ("V100", "A100-80GB", "H100-80GB"):
-        t = terms(gpu=gpu, precision="amp", params=0.0, **card)
+        t = terms(gpu=gpu, precision="amp", **NO_PARAMETERS, **card)
         spec = gpu_features(gpu)
         assert t["compute_tensor"] == pytest.approx(1e9 * 100 / (
             spec["gpu_tensor_tflops"] * 1e12 * spec["gpu_clock_fraction"]))
         assert t["memory"] == pytest.approx(0.5 * 1e7 * 100 / (spec["gpu_mem_bw_gbps"] * 1e9))
     # A depthwise convolution of intensity ~1 FLOP/byte is memory-bound on an A100 ...
     depthwise = split_card(grouped_conv=(1e7, 1e7))
-    a100 = terms(gpu="A100-80GB", params=0.0, **depthwise)
+    a100 = terms(gpu="A100-80GB", **NO_PARAMETERS, **depthwise)
     assert a100["grouped_conv"] == pytest.approx(1e9 / 2039e9)  # its traffic, in its own term
     assert a100["conv_fp32"] == a100["memory"] == 0
     # ... and runs on the FP32 cores even under amp, where matrix products use tensor cores,
     # at a quarter of a GEMM's efficiency; no other term prices it.
-    denser = terms(gpu="A100-80GB", precision="amp", params=0.0,
+    denser = terms(gpu="A100-80GB", precision="amp", **NO_PARAMETERS,
                    **split_card(grouped_conv=(1e10, 1e6)))
     spec = gpu_features("A100-80GB")
     assert denser["grouped_conv"] == pytest.approx(1e12 / (
@@ -118,15 +124,15 @@ def test_a_profiled_class_is_priced_one_operator_at_a_time():
     card = split_card(conv=(low[0] + high[0], low[1] + high[1]))
     profile = {profile_column("conv", edge, what): value if edge > 20 else 0.0
                for edge in INTENSITY_EDGES for what, value in zip(("flops", "bytes"), low)}
-    fp32 = terms(params=0.0, **card, **profile)
+    fp32 = terms(**NO_PARAMETERS, **card, **profile)
     assert fp32["conv_fp32"] == pytest.approx(1e9 * 100 / (15.7e12 * 0.7))
     assert fp32["memory"] == 0
-    amp = terms(precision="amp", params=0.0, **card, **profile)
+    amp = terms(precision="amp", **NO_PARAMETERS, **card, **profile)
     assert amp["conv_tensor"] == pytest.approx(high[0] * 100 / (125e12 * 0.7))
     # 16-bit traffic of the memory-bound half, and NCHW's transposes of all of it
     transposes = physics.LAYOUT_TRANSPOSE_PASSES * 0.5 * (low[1] + high[1]) * 100 / 900e9
     assert amp["memory"] == pytest.approx(0.5 * low[1] * 100 / 900e9 + transposes)
-    whole = terms(precision="amp", params=0.0, **card)  # no profile: the class's mean
+    whole = terms(precision="amp", **NO_PARAMETERS, **card)  # no profile: the class's mean
     assert whole["conv_tensor"] == 0
     assert whole["memory"] == pytest.approx(0.5 * (low[1] + high[1]) * 100 / 900e9
                                             + transposes)
@@ -140,14 +146,14 @@ def test_matrix_products_are_priced_at_the_flops_their_tiles_execute():
 
     counted = split_card(matmul=(1e9, 1e5), conv=(1e9, 1e5))
     tiled = counted | {"matmul_tiled_flops_per_sample": 1.5e9, "conv_tiled_flops_per_sample": 2e9}
-    plain = terms(precision="amp", params=0.0, **counted)
-    rounded = terms(precision="amp", params=0.0, **tiled)
+    plain = terms(precision="amp", **NO_PARAMETERS, **counted)
+    rounded = terms(precision="amp", **NO_PARAMETERS, **tiled)
     assert rounded["compute_tensor"] == pytest.approx(1.5 * plain["compute_tensor"])
     assert rounded["conv_tensor"] == pytest.approx(2 * plain["conv_tensor"])
     # a quarter of the executed convolution FLOPs in operators below every edge: memory-bound
     profile = {profile_column("conv", edge, what): value for edge in INTENSITY_EDGES
                for what, value in (("flops", 0.5e9), ("bytes", 0.5e5))}
-    shared = terms(precision="amp", params=0.0, **tiled, **profile)
+    shared = terms(precision="amp", **NO_PARAMETERS, **tiled, **profile)
     assert shared["conv_tensor"] == pytest.approx(0.75 * rounded["conv_tensor"])
 
 
@@ -159,12 +165,12 @@ def test_autocast_traffic_comes_from_the_card_where_it_has_it():
 
     card = split_card(matmul=(1e9, 1e6), other=(1e6, 1e7))
     traced = {AUTOCAST_BYTES_COLUMNS["other"]: 0.9e7, AUTOCAST_BYTES_COLUMNS["matmul"]: 0.5e6}
-    amp = terms(precision="amp", params=0.0, **card, **traced)
+    amp = terms(precision="amp", **NO_PARAMETERS, **card, **traced)
     assert amp["memory"] == pytest.approx(0.9e7 * 100 / 900e9)
-    assert terms(precision="amp", params=0.0, **card)["memory"] == pytest.approx(
+    assert terms(precision="amp", **NO_PARAMETERS, **card)["memory"] == pytest.approx(
         0.5 * 1e7 * 100 / 900e9)
     for precision, gpu in (("fp32", "V100"), ("tf32", "A100-80GB")):
-        t = terms(precision=precision, gpu=gpu, params=0.0, **card, **traced)
+        t = terms(precision=precision, gpu=gpu, **NO_PARAMETERS, **card, **traced)
         assert t["memory"] == pytest.approx(1e7 * 100 / (gpu_features(gpu)["gpu_mem_bw_gbps"]
                                                            * 1e9))
 
@@ -191,13 +197,13 @@ def test_memory_bound_shares_interpolate_in_log_intensity_between_edges():
 
 def test_fp32_runs_convolutions_in_tf32_on_ampere_as_pytorch_does():
     card = split_card(conv=(1e9, 0.0), matmul=(1e9, 0.0))
-    a100 = terms(gpu="A100-80GB", precision="fp32", params=0.0, **card)
+    a100 = terms(gpu="A100-80GB", precision="fp32", **NO_PARAMETERS, **card)
     assert a100["conv_tf32"] == pytest.approx(1e11 / (156e12 * 0.7))  # conv, TF32
     assert a100["conv_tensor"] == 0
     assert a100["compute_fp32"] == pytest.approx(1e11 / 19.5e12)  # matmul stays FP32
-    v100 = terms(gpu="V100", precision="fp32", params=0.0, **card)
+    v100 = terms(gpu="V100", precision="fp32", **NO_PARAMETERS, **card)
     assert v100["conv_tf32"] == v100["compute_tf32"] == 0  # no TF32 before Ampere
-    tf32 = terms(gpu="A100-80GB", precision="tf32", params=0.0, **card)
+    tf32 = terms(gpu="A100-80GB", precision="tf32", **NO_PARAMETERS, **card)
     assert tf32["compute_fp32"] == tf32["conv_fp32"] == 0  # `tf32` moves the matmuls too
 
 
@@ -217,7 +223,7 @@ def test_kepler_fp32_peak_is_what_its_schedulers_can_issue():
     for gpu in ("P100", "V100", "T4", "A100-80GB", "H100-80GB"):
         assert gpu_features(gpu)["gpu_fp32_issue_fraction"] == 1.0
     assert physics.fp32_issue_fraction(None) == physics.fp32_issue_fraction("Rubin") == 1.0
-    k80 = terms(gpu="K80", params=0.0, **split_card(matmul=(1e9, 0.0)))
+    k80 = terms(gpu="K80", **NO_PARAMETERS, **split_card(matmul=(1e9, 0.0)))
     spec = gpu_features("K80")
     assert k80["compute_fp32"] == pytest.approx(1e11 / (
         4.37e12 * spec["gpu_clock_fraction"] * 128 / 192))
@@ -455,7 +461,7 @@ def test_nchw_16_bit_convolutions_pay_cudnns_transposes():
     card = split_card(conv=(1e9, 1e6), matmul=(1e9, 1e6))
 
     def memory(precision, channels_last=None, work=card):
-        features = config(gpu="A100-80GB", precision=precision, params=0.0, **work)
+        features = config(gpu="A100-80GB", precision=precision, **NO_PARAMETERS, **work)
         if channels_last is not None:
             features["channels_last"] = np.array([channels_last])
         return dict(zip(physics.TERMS, physics.design_matrix(features)[0]))["memory"]
@@ -504,25 +510,25 @@ def test_nchw_against_channels_last_as_timm_measured_them():
 def test_winograd_spares_fp32_multiplies_not_tensor_core_ones():
     card = split_card(conv=(1e9, 0.0)) | {"winograd_flops_per_sample": 0.6e9}
     plain = split_card(conv=(1e9, 0.0))
-    v100 = terms(gpu="V100", precision="fp32", params=0.0, **card)
-    direct = terms(gpu="V100", precision="fp32", params=0.0, **plain)
+    v100 = terms(gpu="V100", precision="fp32", **NO_PARAMETERS, **card)
+    direct = terms(gpu="V100", precision="fp32", **NO_PARAMETERS, **plain)
     # F(2x2,3x3): 16 multiplies where a direct convolution makes 36
     assert v100["conv_fp32"] == pytest.approx(direct["conv_fp32"] * (0.4 + 0.6 * 16 / 36))
-    amp = terms(gpu="V100", precision="amp", params=0.0, **card)
+    amp = terms(gpu="V100", precision="amp", **NO_PARAMETERS, **card)
     assert amp["conv_tensor"] == pytest.approx(
-        terms(gpu="V100", precision="amp", params=0.0, **plain)["conv_tensor"])
+        terms(gpu="V100", precision="amp", **NO_PARAMETERS, **plain)["conv_tensor"])
 
 
 def test_5x5_convolutions_are_priced_at_minimal_filtering_multiplies_on_fp32_cores():
     card = split_card(conv=(1e9, 0.0)) | {"winograd_flops_per_sample": 0.2e9,
                                           "conv5x5_flops_per_sample": 0.5e9}
     plain = split_card(conv=(1e9, 0.0))
-    direct = terms(gpu="P100", precision="fp32", params=0.0, **plain)["conv_fp32"]
+    direct = terms(gpu="P100", precision="fp32", **NO_PARAMETERS, **plain)["conv_fp32"]
     # F(2x2,3x3): 16 multiplies for 36; F(2x2,5x5): 36 for 100; the rest at full count
-    assert terms(gpu="P100", precision="fp32", params=0.0, **card)["conv_fp32"] == \
+    assert terms(gpu="P100", precision="fp32", **NO_PARAMETERS, **card)["conv_fp32"] == \
         pytest.approx(direct * (0.3 + 0.2 * 16 / 36 + 0.5 * 36 / 100))
     # an older card without the 5x5 column keeps pricing them at the direct count
-    older = terms(gpu="P100", precision="fp32", params=0.0,
+    older = terms(gpu="P100", precision="fp32", **NO_PARAMETERS,
                   **split_card(conv=(1e9, 0.0)) | {"winograd_flops_per_sample": 0.2e9})
     assert older["conv_fp32"] == pytest.approx(direct * (0.8 + 0.2 * 16 / 36))
 
