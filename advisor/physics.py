@@ -158,6 +158,10 @@ SILICON_KEY = "gpu_silicon"
 # profiler's timeline). So a step of K kernels costs the GPU at least ~3 us each
 # (`kernel_floor`, beside the roofline): a recurrent decoder's tens of thousands of small
 # kernels keep the GPU busy for that long even on a host fast enough to hide its dispatch.
+# Several of these the published figures hardly inform, so their priors set them
+# (benchmarks/coefficient_sensitivity.py --by prior: how far each fit follows its prior):
+# the GPU's floor per kernel, the host's dispatch and both all-reduce terms almost wholly,
+# the step's fixed cost and each tensor's kernels about half; the efficiencies hardly at all.
 PRIOR = {
     "compute_fp32": 1 / 0.7,
     "compute_tensor": 1 / 0.7,
