@@ -20,8 +20,8 @@ chose (`tuned_priors`), so a change is the data's doing alone.
 on every row with that coefficient's prior divided and multiplied by PRIOR_SCALE, one
 coefficient at a time, and prints the fitted value under each and its elasticity, the log
 change of the fit over the log change of the prior: 0 where the data set the coefficient, 1
-where its prior does (a step's fixed cost: 0.24, 2.3 and 5.2 ms fitted with priors of 0.2, 1
-and 5 ms, the stacks' offsets and the hosts' factors absorbing the difference). A coefficient
+where its prior does (a step's fixed cost: 2.3, 5.2 and 10.3 ms fitted with priors of 1, 5
+and 25 ms, the stacks' offsets and the hosts' factors absorbing the difference). A coefficient
 its prior sets is only as good as the prior's physics.
 
     .venv/bin/python benchmarks/coefficient_sensitivity.py
@@ -108,8 +108,8 @@ def print_prior_elasticities(features: dict, throughput: np.ndarray, priors: dic
     print(f"{len(throughput)} published configurations; each coefficient refitted with its "
           f"prior / {PRIOR_SCALE:g} and x {PRIOR_SCALE:g} (elasticity: 0 the data set it, 1 its "
           "prior does)", file=sys.stderr)
-    print(f"{'coefficient':16s} {'prior':>10s} {'fitted':>10s} {'prior/5':>10s} "
-          f"{'prior x5':>10s} {'elasticity':>10s}")
+    print(f"{'coefficient':16s} {'prior':>10s} {'fitted':>10s} {f'prior/{PRIOR_SCALE:g}':>10s} "
+          f"{f'prior x{PRIOR_SCALE:g}':>10s} {'elasticity':>10s}")
     for term, (low, high, elasticity) in prior_elasticities(features, throughput, priors,
                                                              terms).items():
         print(f"{term:16s} {base[term]:10.4g} {whole[term]:10.4g} {low:10.4g} {high:10.4g} "
