@@ -240,7 +240,7 @@ class Artifact:
         log_factor = _correction(spec["correction"], features) - anchoring.anchor(
             spec.get("anchors"), features)
         if "software" in features and spec.get("software_effects"):
-            names, codes = physics.factorize(features["software"])
+            names, codes = physics.codes(features, "software")
             effect = [_stack_prior(spec, name)[0] for name in names]
             log_factor = log_factor - np.array(effect, dtype=float)[codes]
             log_factor = log_factor - _unit_effect(spec, features, names, codes)
@@ -520,7 +520,7 @@ def _host_scale(spec: dict, features: dict) -> np.ndarray | None:
     table = _lower_keys(spec.get("host_effects", {}))
     if "software" not in features or not table:
         return None
-    names, codes = physics.factorize(features["software"])
+    names, codes = physics.codes(features, "software")
     return np.exp(np.array([table.get(host_label(name), 0.0) for name in names],
                            dtype=float)[codes])
 
@@ -583,7 +583,7 @@ def _widen_for_unseen_stacks(spec: dict, features: dict, value, lo, hi):
     source), widened in quadrature by its own effect's spread (`_stack_prior`)."""
     if "software" not in features or not spec.get("software_spread"):
         return lo, hi
-    names, codes = physics.factorize(features["software"])
+    names, codes = physics.codes(features, "software")
     q = np.array([_stack_prior(spec, name)[1] for name in names], dtype=float)[codes]
     with np.errstate(divide="ignore", invalid="ignore"):
         below = np.sqrt(np.log(value / lo) ** 2 + q ** 2)

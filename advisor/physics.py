@@ -95,7 +95,7 @@ from gpuadvisor.cards import (
     executed_flops_column,
     profile_column,
 )
-from gpuadvisor.vocab import HALF_PRECISIONS
+from gpuadvisor.vocab import HALF_PRECISIONS, LOSS_SCALED_PRECISIONS
 
 # Order of the design-matrix columns; the artifact stores coefficients in this order.
 TERMS = ("compute_fp32", "compute_tensor", "compute_tf32", "conv_fp32", "conv_tensor", "conv_tf32",
@@ -251,7 +251,6 @@ ACCUMULATE_GRADIENT_PASSES = 3.0
 # passes over the gradients an optimizer step, which the card's trace of the forward and
 # backward passes does not hold. bf16 has fp32's range and needs no loss scale.
 LOSS_SCALE_PASSES = 2.0
-LOSS_SCALED_PRECISIONS = ("amp",)
 # Data-parallel workers reduce their gradients through flat buffers: PyTorch's DDP copies each
 # gradient into its bucket and, once the bucket is all-reduced, back into .grad (its default,
 # gradient_as_bucket_view=False); Horovod's fusion buffer and TensorFlow's packed all-reduce

@@ -39,6 +39,7 @@ PRECISION_MEANING = {
     "bf16": "BF16 autocast, FP32 weights; no gradient scaler",
 }
 HALF_PRECISIONS = ("amp", "bf16")  # 16-bit activations and tensor-core math
+LOSS_SCALED_PRECISIONS = ("amp",)  # FP16 needs a gradient scaler; BF16 has FP32's range
 # How other benchmarks' tables name these (a training table's "fp16" is mixed precision: fp32
 # master weights, 16-bit math); `precision_named` reads them, the CLIs and specs take PRECISIONS.
 PRECISION_ALIASES = {"fp16": "amp", "float16": "amp", "half": "amp", "mixed": "amp",

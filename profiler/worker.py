@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cloud.sinks import open_sink
 from gpuadvisor.records import Recorder
-from gpuadvisor.vocab import PRECISIONS, check_precision
+from gpuadvisor.vocab import LOSS_SCALED_PRECISIONS, PRECISIONS, check_precision
 from profiler import checkpoint, zoo
 from profiler.clock import process_start_time
 from profiler.stability import StoppingRule
@@ -286,7 +286,8 @@ class Trainer:
         # Fixed input shapes, as tuned training sets it (NVIDIA's DeepLearningExamples do):
         # cuDNN times its algorithms in the first steps, which the warm-up cut then skips.
         torch.backends.cudnn.benchmark = self.cuda
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=c.precision == "amp")
+        self.scaler = torch.amp.GradScaler(self.device.type,
+                                           enabled=c.precision in LOSS_SCALED_PRECISIONS)
         generator = torch.Generator().manual_seed(c.seed + self.rank)
         self.batch = self.zoo.synthetic_batch(c.model, c.batch_per_gpu, self.device, c.image_size,
                                               c.seq_len, generator=generator)

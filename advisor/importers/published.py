@@ -184,10 +184,15 @@ def _xla(row: dict[str, str]) -> dict[str, bool]:
     return {XLA_KEY: True} if _flag(row, XLA_KEY) else {}
 
 
+def _optimizer_named(row: dict[str, str]) -> str:
+    """A row's `optimizer` column, in lower case without surrounding space ('' if empty)."""
+    return (row.get("optimizer") or "").strip().lower()
+
+
 def times_forward_backward_only(row: dict[str, str]) -> bool:
     """Whether a row's benchmark timed forward and backward alone (its `optimizer` column
     says NO_OPTIMIZER, in any case and spacing)."""
-    return (row.get("optimizer") or "").strip().lower() == NO_OPTIMIZER
+    return _optimizer_named(row) == NO_OPTIMIZER
 
 
 def _optimizer(row: dict[str, str]) -> dict[str, Any]:
@@ -195,10 +200,10 @@ def _optimizer(row: dict[str, str]) -> dict[str, Any]:
     benchmark's own, where it is not the model's recipe's), `extra.forward_backward_only`
     where it says `none` (the benchmark timed forward and backward alone); nothing where
     empty."""
-    given = (row.get("optimizer") or "").strip().lower()
+    given = _optimizer_named(row)
     if not given:
         return {}
-    if times_forward_backward_only(row):
+    if given == NO_OPTIMIZER:
         return {"forward_backward_only": True}
     if given not in OPTIMIZER_STATE_BYTES:
         raise ValueError(f"optimizer is {given[:20]!r}, expected one of "
