@@ -120,6 +120,11 @@ SIZE_SEPARATOR = "@"
 # kernel (profiler/operators.py, `FUSED_SHARE`), as NVIDIA's MXNet and PaddlePaddle
 # ResNet-50s run them in 16 bits.
 FUSED_NORMALISATION_SUFFIX = "+fused_norm"
+# The card of a BERT traced with its masked-LM head over that many gathered positions a
+# sequence, as pre-training code that gathers the masked positions runs it
+# (profiler.zoo.gathered_head_loss): `bert_large+head20`, `bert_large@512+head80`.
+HEAD_POSITIONS_SUFFIX = "+head"
+_VARIANT_SUFFIXES = re.compile(rf"(\{FUSED_NORMALISATION_SUFFIX}|\{HEAD_POSITIONS_SUFFIX}\d+)+$")
 # At 32 px a ResNet is CIFAR's (profiler/zoo_convnets.py, CifarResNet): an ImageNet stem would
 # leave its first block an 8x8 map, so CIFAR code replaces it, and the work differs 13x. A
 # model whose zoo has such a variant (`resnet18_cifar`) is matched to it at that size.
@@ -162,11 +167,20 @@ def check_input_size(task: str, what: str, image_size: int | None,
                         "seq_len")
 
 
-def card_name(model: str, size: int | None = None, fused_normalisation: bool = False) -> str:
+def card_name(model: str, size: int | None = None, fused_normalisation: bool = False,
+              head_positions: int | None = None) -> str:
     """The name of `model`'s card at input size `size` (tokens or pixels a side), traced with
-    its normalisations' activations fused where `fused_normalisation`."""
+    its normalisations' activations fused where `fused_normalisation` and its masked-LM head
+    over `head_positions` gathered positions a sequence where given."""
     sized = f"{base_model(model)}{SIZE_SEPARATOR}{size}" if size else base_model(model)
-    return sized + (FUSED_NORMALISATION_SUFFIX if fused_normalisation else "")
+    return variant_name(sized, fused_normalisation, head_positions)
+
+
+def variant_name(card: str, fused_normalisation: bool = False,
+                 head_positions: int | None = None) -> str:
+    """The name of card `card` (a model's, at its size) traced as `card_name` says."""
+    return (card + (FUSED_NORMALISATION_SUFFIX if fused_normalisation else "")
+            + (f"{HEAD_POSITIONS_SUFFIX}{head_positions}" if head_positions else ""))
 
 
 def size_variant(model: str, size: int) -> str | None:
@@ -220,13 +234,21 @@ def similar_cards(cards, model: str, most: int = 3) -> list[str]:
 def fused_normalisation_card(name: str) -> bool:
     """Whether card `name` was traced with its normalisations' activations fused
     (`card_name`)."""
-    return name.endswith(FUSED_NORMALISATION_SUFFIX)
+    return FUSED_NORMALISATION_SUFFIX in name
+
+
+def head_positions_of(name: str) -> int | None:
+    """The gathered positions a sequence card `name`'s masked-LM head was traced on
+    (`card_name`), None for a head over every position."""
+    found = re.search(rf"\{HEAD_POSITIONS_SUFFIX}(\d+)$", name)
+    return int(found.group(1)) if found else None
 
 
 def base_model(name: str) -> str:
-    """The model a card describes, without its input size or fusion (bert_large@384 ->
-    bert_large, resnet50+fused_norm -> resnet50)."""
-    return name.removesuffix(FUSED_NORMALISATION_SUFFIX).split(SIZE_SEPARATOR, 1)[0]
+    """The model a card describes, without its input size, fusion or gathered head
+    (bert_large@384 -> bert_large, resnet50+fused_norm -> resnet50, bert_large@512+head80 ->
+    bert_large)."""
+    return _VARIANT_SUFFIXES.sub("", name).split(SIZE_SEPARATOR, 1)[0]
 
 
 def write_cards(cards: list[dict], path: Path) -> None:

@@ -221,11 +221,14 @@ def versions() -> dict:
 
 
 def compute_card(name: str, image_size: int | None = None, seq_len: int | None = None,
-                 batch_per_gpu: int | None = None, fuse_normalisation: bool = False) -> dict:
+                 batch_per_gpu: int | None = None, fuse_normalisation: bool = False,
+                 head_positions: int | None = None) -> dict:
     """The full card of a zoo model: default workload plus measured figures. At an input
     size other than the model's default the card is named `name@size` (bert_large@384);
     traced with each batch normalisation's ReLU and residual add in its kernel
-    (`fuse_normalisation`), `name[@size]+fused_norm`.
+    (`fuse_normalisation`), `name[@size]+fused_norm`; a BERT's with its masked-LM head over
+    `head_positions` gathered positions a sequence (profiler.zoo.gathered_head_loss),
+    `name[@size]+head<positions>`.
     `image_size` applies to image models only, `seq_len` to text models only (CardError
     otherwise)."""
     entry = zoo.resolve(name)
@@ -236,7 +239,7 @@ def compute_card(name: str, image_size: int | None = None, seq_len: int | None =
     size = image_size if entry.task == "image" else seq_len
     default = entry.image_size if entry.task == "image" else entry.seq_len
     workload = {"model": card_name(entry.name, None if size == default else size,
-                                   fuse_normalisation),
+                                   fuse_normalisation, head_positions),
                 "family": entry.family, "task": entry.task,
                 "dataset": entry.dataset, "epochs": entry.epochs,
                 # the same data: as many tokens an epoch, in longer or shorter sequences
@@ -245,16 +248,17 @@ def compute_card(name: str, image_size: int | None = None, seq_len: int | None =
                 "image_size": image_size if entry.task == "image" else None,
                 "seq_len": seq_len if entry.task == "text" else None,
                 "batch_per_gpu": batch_per_gpu or entry.batch_per_gpu}
-    traced = figures(*zoo.meta_step(entry.name, image_size, seq_len), fuse_normalisation)
+    traced = figures(*zoo.meta_step(entry.name, image_size, seq_len, head_positions),
+                     fuse_normalisation)
     return {**workload, **traced, **versions()}
 
 
 def compute_cards(sizes: list[tuple], jobs: int | None = None,
                   progress: Callable[[str], None] | None = None) -> list[dict]:
     """`compute_card(*size)` of each of `sizes` (its arguments: name, image_size, seq_len and
-    optionally batch_per_gpu and fuse_normalisation), in their order, traced in `jobs`
-    processes (default: one per core), each on one torch thread: tiny meta-device kernels run
-    fastest on one. The traces that dispatch the most operators (by the shipped card's
+    optionally batch_per_gpu, fuse_normalisation and head_positions), in their order, traced
+    in `jobs` processes (default: one per core), each on one torch thread: tiny meta-device
+    kernels run fastest on one. The traces that dispatch the most operators (by the shipped card's
     `kernels_per_step`, where there is one) start first, so that no process is left with one
     at the end (Tacotron 2's takes over a minute alone). `progress(card)` is called as each
     card is done."""

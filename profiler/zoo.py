@@ -588,17 +588,42 @@ def loss(name: str, model, batch: dict):
     return model(**batch).loss
 
 
-def meta_step(name: str, image_size: int | None = None, seq_len: int | None = None):
-    """Zoo model `name` built on the meta device, and `step(batch)`, which runs its forward
-    pass on a synthetic batch of that many samples and returns the loss: what a card is traced
-    on."""
+def gathered_head_loss(model, batch: dict, head_positions: int):
+    """BERT's masked-LM loss as pre-training code that gathers the masked positions runs it:
+    the encoder over every token, then the prediction head (transform and vocabulary
+    projection) over `head_positions` positions a sequence only (Google's and NVIDIA's
+    TensorFlow `gather_indexes`, PaddlePaddle's `index_select`, NVIDIA's PyTorch code since
+    its 21.11 release), where transformers' BertForMaskedLM projects every position."""
     import torch
 
+    hidden = model.bert(input_ids=batch["input_ids"]).last_hidden_state
+    sequences, width = hidden.shape[0], hidden.shape[-1]
+    positions = torch.zeros(sequences, head_positions, 1, dtype=torch.long,
+                            device=hidden.device).expand(-1, -1, width)
+    scores = model.cls(torch.gather(hidden, 1, positions))
+    labels = batch["input_ids"][:, :head_positions]
+    return torch.nn.functional.cross_entropy(scores.reshape(-1, scores.shape[-1]),
+                                             labels.reshape(-1))
+
+
+def meta_step(name: str, image_size: int | None = None, seq_len: int | None = None,
+              head_positions: int | None = None):
+    """Zoo model `name` built on the meta device, and `step(batch)`, which runs its forward
+    pass on a synthetic batch of that many samples and returns the loss: what a card is traced
+    on. `head_positions`: a BERT's masked-LM head run on that many gathered positions a
+    sequence (`gathered_head_loss`); FixedInputError for another family."""
+    import torch
+
+    if head_positions and resolve(name).family != "bert":
+        raise FixedInputError(f"{resolve(name).name} has no masked-LM head to gather "
+                              "positions for: leave out head_positions", "head_positions")
     with torch.device("meta"):
         model = build_model(name, image_size=image_size, seq_len=seq_len)
 
     def step(batch: int):
-        return loss(name, model, synthetic_batch(name, batch, "meta", image_size=image_size,
-                                                 seq_len=seq_len))
+        inputs = synthetic_batch(name, batch, "meta", image_size=image_size, seq_len=seq_len)
+        if head_positions:
+            return gathered_head_loss(model, inputs, head_positions)
+        return loss(name, model, inputs)
 
     return model, step

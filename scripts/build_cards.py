@@ -5,7 +5,9 @@ model at every other input size datasets/published_throughput.csv has figures fo
 padded length), so that the fit prices a published row with the FLOPs it measured, and at the
 sizes benchmarks commonly run it at (COMMON_SIZES), so that another source's rows are too,
 and traced with each batch norm's ReLU and residual add fused (`model+fused_norm`) at the
-sizes of the rows whose code fuses them (`fused_normalisation_sizes`). Run after changing a
+sizes of the rows whose code fuses them (`fused_normalisation_sizes`), and with a BERT's
+masked-LM head on the positions the rows whose code gathers them give (`model+head20`:
+`gathered_head_sizes`). Run after changing a
 zoo entry or adding published rows:
 .venv/bin/python scripts/build_cards.py"""
 
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from rich.progress import Progress
 
-from advisor.importers.published import fuses_normalisation, workload_seq_len
+from advisor.importers.published import fuses_normalisation, head_positions, workload_seq_len
 from gpuadvisor.cards import FILE, size_variant, write_cards
 from profiler import zoo
 from profiler.cards import compute_cards
@@ -47,6 +49,15 @@ def fused_normalisation_sizes(path: Path = DATASETS / "published_throughput.csv"
             (_card_size(row) for row in _zoo_rows(path) if fuses_normalisation(row)) if size}
 
 
+def gathered_head_sizes(path: Path = DATASETS / "published_throughput.csv") -> set[tuple]:
+    """(zoo model, image_size, seq_len, batch_per_gpu, False, positions): compute_card's
+    arguments of the card, with its masked-LM head on `positions` gathered positions a
+    sequence, of each input size published rows of code that gathers them measured (their
+    `head_positions` column)."""
+    return {(*size, None, False, head_positions(row)) for row in _zoo_rows(path)
+            if head_positions(row) and (size := _card_size(row))}
+
+
 def _zoo_rows(path: Path) -> list[dict[str, str]]:
     """The published rows of zoo models."""
     with open(path, newline="") as handle:
@@ -74,6 +85,7 @@ def main() -> None:
     wanted = [(name, None, None) for name in zoo.names()] + sorted(
         published_sizes() | set(COMMON_SIZES), key=lambda s: (s[0], s[1] or 0, s[2] or 0))
     wanted += sorted(fused_normalisation_sizes(), key=lambda s: (s[0], s[1] or 0))
+    wanted += sorted(gathered_head_sizes(), key=lambda s: (s[0], s[2] or 0, s[5]))
     with Progress() as bar:
         task = bar.add_task("model cards", total=len(wanted))
         computed = compute_cards(wanted, progress=lambda _: bar.advance(task))

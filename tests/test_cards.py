@@ -14,7 +14,7 @@ from gpuadvisor.cards import (
     load_cards,
     write_cards,
 )
-from profiler import cards
+from profiler import cards, zoo
 from profiler.operators import operator_counter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +50,6 @@ def test_own_cards_add_to_the_shipped_ones_and_replace_a_namesake(tmp_path, monk
 
 def test_every_zoo_model_has_a_card_and_sized_cards_are_of_zoo_models():
     from gpuadvisor.cards import base_model
-    from profiler import zoo
 
     shipped = load_cards()
     assert set(zoo.names()) <= set(shipped)
@@ -121,7 +120,7 @@ def test_a_saved_tensor_freed_before_backward_is_no_activation():
 # What the tests below read beside the sample.
 READ_BY_TESTS = {"resnet50", "resnet18", "resnet18_cifar", "bert_large", "efficientnet_b0",
                  "mobilenet_v2", "densenet121", "densenet161", "densenet169", "densenet201",
-                 "resnet50+fused_norm"}
+                 "resnet50+fused_norm", "bert_base+head20"}
 
 
 def traced_sample(shipped: dict) -> set[str]:
@@ -144,13 +143,14 @@ def computed():
     core): the zoo at its default sizes and at the published ones (model@size)."""
     import os
 
-    from gpuadvisor.cards import base_model, fused_normalisation_card
+    from gpuadvisor.cards import base_model, fused_normalisation_card, head_positions_of
 
     shipped = load_cards()
     sample = [shipped[name] for name in sorted(traced_sample(shipped))]
     computed = cards.compute_cards([(base_model(card["model"]), card["image_size"],
                                      card["seq_len"], None,
-                                     fused_normalisation_card(card["model"]))
+                                     fused_normalisation_card(card["model"]),
+                                     head_positions_of(card["model"]))
                                     for card in sample], jobs=min(4, os.cpu_count() or 1))
     return {card["model"]: card for card in computed}
 
@@ -316,6 +316,32 @@ def test_fusing_rows_in_16_bits_are_priced_with_normalisations_that_fuse_their_r
     assert fused["kernels_per_step"] < plain["kernels_per_step"]
 
 
+def test_a_gathered_masked_lm_head_predicts_only_the_gathered_positions(computed):
+    """Pre-training code that gathers the masked positions runs BERT's prediction head (its
+    transform, h x h, and its vocabulary projection, h x V) on those alone: the card differs
+    from the whole-head one by that head's forward and backward (6 FLOPs a weight) on the
+    positions it skips, and by nothing else the encoder runs."""
+    from gpuadvisor.cards import base_model, card_name, head_positions_of
+
+    gathered, whole = computed["bert_base+head20"], computed["bert_base"]
+    assert card_name("bert_base", None, False, 20) == "bert_base+head20"
+    assert card_name("bert_large", 512, False, 80) == "bert_large@512+head80"
+    assert base_model("bert_large@512+head80") == "bert_large"
+    assert head_positions_of("bert_large@512+head80") == 80
+    assert head_positions_of("bert_large@512") is None
+    width, vocabulary, skipped = 768, 30522, whole["seq_len"] - 20
+    head_flops = 6 * (width * width + width * vocabulary) * skipped
+    assert whole["flops_per_sample"] - gathered["flops_per_sample"] == pytest.approx(
+        head_flops, rel=1e-3)
+    assert gathered["params"] == whole["params"] and gathered["seq_len"] == whole["seq_len"]
+    assert gathered["logits_bytes_per_sample"] < 0.2 * whole["logits_bytes_per_sample"]
+
+
+def test_only_a_bert_has_a_masked_lm_head_to_gather():
+    with pytest.raises(zoo.FixedInputError, match="no masked-LM head"):
+        cards.compute_card("resnet18", head_positions=20)
+
+
 def card_cli(*args):
     from typer.testing import CliRunner
 
@@ -396,6 +422,17 @@ def test_build_cards_traces_fused_normalisation_cards_for_the_rows_of_code_that_
          "source": "published: NVIDIA/DeepLearningExamples PyTorch/README.md"}])
     assert build_cards_script().fused_normalisation_sizes(path) == {
         ("resnet50", None, None, None, True), ("resnet50", 160, None, None, True)}
+
+
+def test_build_cards_traces_gathered_head_cards_for_the_rows_whose_code_gathers(tmp_path):
+    bert = {"model": "bert_large", "image_size": "", "framework": "TensorFlow",
+            "precision": "amp", "source": "published: x"}
+    path = published_rows(tmp_path, [
+        {**bert, "seq_len": "128", "head_positions": "20"},
+        {**bert, "seq_len": "512", "head_positions": "80"},
+        {**bert, "seq_len": "384", "head_positions": ""}])
+    assert build_cards_script().gathered_head_sizes(path) == {
+        ("bert_large", None, None, None, False, 20), ("bert_large", None, 512, None, False, 80)}
 
 
 def test_each_timm_row_names_a_card_of_timm_s_parameter_count():

@@ -11,6 +11,7 @@ from advisor.importers.published import (
     FILE,
     import_published,
     load_published,
+    matched_card,
     times_forward_backward_only,
     trial_row,
 )
@@ -507,9 +508,11 @@ def test_each_row_is_matched_to_the_card_at_its_own_input_size():
     from advisor.features import model_features, trial_features
 
     trials = load_published()
-    bert = {t["seq_len"]: t for t in trials if t["model"] == "bert_large"}
+    whole_head = ("pytorch-19.07", "pytorch-20.06")  # the code that ran the head everywhere
+    bert = {t["seq_len"]: t for t in trials if t["model"] == "bert_large"
+            and t["software"]["container"].startswith(whole_head)}
     assert {s: t["extra"]["card"] for s, t in bert.items()} == {
-        128: "bert_large", 288: "bert_large@288", 384: "bert_large@384", 512: "bert_large@512"}
+        128: "bert_large", 384: "bert_large@384", 512: "bert_large@512"}
     # LDDL-binned phase 2 pads each batch to its longest sequence: its rows are the workload
     # at their mean padded length, with the published maximum kept.
     binned = [t for t in trials if "sequence binning" in t["software"]["container"]]
@@ -522,6 +525,25 @@ def test_each_row_is_matched_to_the_card_at_its_own_input_size():
     assert features["model"].tolist() == ["bert_large", "bert_large"]  # one model, two cards
     assert features["flops_per_sample"].tolist() == [
         models["bert_large@384"]["flops_per_sample"], models["bert_large"]["flops_per_sample"]]
+
+
+def test_pre_training_code_that_gathers_the_masked_positions_is_priced_with_a_gathered_head():
+    # TensorFlow's BERT code pads each sequence's predictions to max_predictions_per_seq (20 at
+    # 128 tokens, 80 at 512) and gathers them; NVIDIA's PyTorch code from 21.11 and its
+    # PaddlePaddle code gather the masked positions (15% of the tokens); earlier PyTorch code
+    # and SQuAD fine-tuning run their heads on every position.
+    cards = {t["extra"]["card"] for t in load_published() if t["model"] == "bert_large"
+             and t["software"]["container"].startswith(("tensorflow-20.06", "pytorch-21.11"))}
+    assert cards == {"bert_large+head20", "bert_large@512+head80", "bert_large+head19",
+                     "bert_large@288+head43", "bert_large@384"}
+    shipped = load_cards()
+    row = {**_shipped()[0], "model": "bert_large", "seq_len": "512", "head_positions": "80"}
+    assert matched_card(row, shipped) == "bert_large@512+head80"
+    # a card nobody traced leaves the row on its size's card
+    assert matched_card({**row, "head_positions": "7"}, shipped) == "bert_large@512"
+    assert matched_card({**row, "head_positions": ""}, shipped) == "bert_large@512"
+    with pytest.raises(ValueError, match="head_positions is 'many', expected a whole number"):
+        matched_card({**row, "head_positions": "many"}, shipped)
 
 
 def test_binned_bert_phase_2_rows_are_a_stack_of_their_own():
@@ -743,7 +765,6 @@ def test_older_readmes_of_fusing_and_compiling_code_are_priced_as_their_code_ran
     did (the scripts' `use_xla` defaults to true), each container a stack of one code base."""
     from advisor.artifact import code_label
     from advisor.fitting import software_label
-    from advisor.importers.published import matched_card
 
     rows, shipped = _shipped(), load_cards()
     mxnet = [r for r in rows if "MxNet/Classification/RN50v1.5" in r["source"]]

@@ -14,23 +14,23 @@ keeps it; tok/s without one, transformer_big's token batches, stays tok/s, see
 `extra.unit`; a figure for one GPU, `img/s/gpu` or `tok/s per GPU`, is the run's over its
 GPUs); trial_key: see `trial_key`, software {'container': ...}; `extra`: citation, unit,
 in_zoo, suspect (notes mark it SUSPECT), notes, model_as_published, gpu_as_published,
-tokens_per_gpu_batch, card (the model
-card at the row's own input size, traced with its normalisations' activations fused where the
-row's code fused them: `matched_card`), import_fingerprint, and network_gbps
-(per-node inter-node bandwidth) where the optional column gives it, and channels_last where the
-optional `memory_format` says how the recipe held its tensors (`nhwc` or `nchw`; empty: a
-tuned recipe's channels-last, `advisor.features.LAYOUT_KEY`), and interconnect where the
-optional `interconnect` says how the node linked its GPUs (PCIe for a server without NVLink
-bridges, whose GPUs have NVLink on the datasheet), and the layout where the optional
-`sharded`, `checkpointing` and `accumulation` columns give it (an LLM table's FSDP runs with
-activation checkpointing), and optimizer where the optional `optimizer` column names what
-the run stepped where it is not the model's recipe's (timm's benchmark steps SGD; `none`:
-forward and backward alone, `extra.forward_backward_only`), and xla
-where the optional `xla` column says the run compiled its step with XLA. Where the
-optional column
-`mean_seq_len` gives the mean length a sequence was padded to (an input pipeline that pads a
-batch only to its longest sequence), that is the trial's `seq_len`, the workload it measured,
-and `extra.max_seq_len` keeps the published maximum.
+tokens_per_gpu_batch, card (the model card at the row's own input size, traced with its
+normalisations' activations fused where the row's code fused them, and with its masked-LM head
+on the positions the optional `head_positions` column says the row's code gathered:
+`matched_card`), import_fingerprint, and network_gbps (per-node inter-node bandwidth) where the
+optional column gives it, and channels_last where the optional `memory_format` says how the
+recipe held its tensors (`nhwc` or `nchw`; empty: a tuned recipe's channels-last,
+`advisor.features.LAYOUT_KEY`), and interconnect where the optional `interconnect` says how the
+node linked its GPUs (PCIe for a server without NVLink bridges, whose GPUs have NVLink on the
+datasheet), and the layout where the optional `sharded`, `checkpointing` and `accumulation`
+columns give it (an LLM table's FSDP runs with activation checkpointing), and optimizer where
+the optional `optimizer` column names what the run stepped where it is not the model's recipe's
+(timm's benchmark steps SGD; `none`: forward and backward alone,
+`extra.forward_backward_only`), and xla where the optional `xla` column says the run compiled
+its step with XLA. Where the optional column `mean_seq_len` gives the mean length a sequence
+was padded to (an input pipeline that pads a batch only to its longest sequence), that is the
+trial's `seq_len`, the workload it measured, and `extra.max_seq_len` keeps the published
+maximum.
 """
 
 from __future__ import annotations
@@ -50,13 +50,13 @@ from advisor.physics import XLA_KEY
 from cloud.gpus import gpu_spec
 from gpuadvisor import data
 from gpuadvisor.cards import (
-    FUSED_NORMALISATION_SUFFIX,
     INPUT_SIZE,
     MAKE_A_CARD,
     load_cards,
     matching_card,
     similar_cards,
     sized_card_names,
+    variant_name,
 )
 from gpuadvisor.store import Store
 from gpuadvisor.textfile import unreadable
@@ -287,16 +287,25 @@ def fuses_normalisation(row: dict[str, str]) -> bool:
     return precision_named(row["precision"]) in HALF_PRECISIONS
 
 
+def head_positions(row: dict[str, str]) -> int | None:
+    """The positions a sequence's masked-LM head ran on, where the optional `head_positions`
+    column says the row's code gathered them (None: the head ran on every position)."""
+    return _int(row.get("head_positions") or "", "head_positions")
+
+
 def matched_card(row: dict[str, str], cards: dict[str, dict]) -> str | None:
     """The card of the workload a row measured: its model's card at the row's own input size
     (bert_large@384 for SQuAD fine-tuning at 384 tokens, resnet18_cifar for ResNet-18 at
     32 px), traced with its normalisations' activations fused where the row's code fused them
-    and `cards` hold such a card (resnet50+fused_norm: `fuses_normalisation`), or None where
-    no card has that size (the fit then scales the default card's per-sample work by the
-    input size)."""
+    and `cards` hold such a card (resnet50+fused_norm: `fuses_normalisation`), or with its
+    masked-LM head on the positions the row's code gathered (bert_large@512+head80:
+    `head_positions`), or None where no card has that size (the fit then scales the default
+    card's per-sample work by the input size)."""
     card = _sized_card(row, cards)
-    fused = f"{card}{FUSED_NORMALISATION_SUFFIX}"
-    return fused if card and fused in cards and fuses_normalisation(row) else card
+    if card is None:
+        return None
+    variant = variant_name(card, fuses_normalisation(row), head_positions(row))
+    return variant if variant in cards else card
 
 
 def _sized_card(row: dict[str, str], cards: dict[str, dict]) -> str | None:
