@@ -20,7 +20,7 @@ chose (`tuned_priors`), so a change is the data's doing alone.
 on every row with that coefficient's prior divided and multiplied by PRIOR_SCALE, one
 coefficient at a time, and prints the fitted value under each and its elasticity, the log
 change of the fit over the log change of the prior: 0 where the data set the coefficient, 1
-where its prior does (a step's fixed cost: 2.3, 5.2 and 10.3 ms fitted with priors of 1, 5
+where its prior does (a step's fixed cost: 2.3, 5.1 and 10.3 ms fitted with priors of 1, 5
 and 25 ms, the stacks' offsets and the hosts' factors absorbing the difference). A coefficient
 its prior sets is only as good as the prior's physics.
 
