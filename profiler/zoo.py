@@ -51,8 +51,8 @@ class UnknownModelError(GpuAdvisorError, KeyError):
 
 
 class FixedInputError(GpuAdvisorError, ValueError):
-    """A zoo model asked for at an input size it cannot take (its layers or its published
-    workload fix it)."""
+    """A zoo model asked for in a shape it cannot take: an input size its layers or its
+    published workload fix, or a gathered masked-LM head it has none of."""
 
 
 @dataclass(frozen=True)
