@@ -54,8 +54,8 @@ def gathered_head_sizes(path: Path = DATASETS / "published_throughput.csv") -> s
     arguments of the card, with its masked-LM head on `positions` gathered positions a
     sequence, of each input size published rows of code that gathers them measured (their
     `head_positions` column)."""
-    return {(*size, None, False, head_positions(row)) for row in _zoo_rows(path)
-            if head_positions(row) and (size := _card_size(row))}
+    return {(*size, None, False, positions) for row in _zoo_rows(path)
+            if (positions := head_positions(row)) and (size := _card_size(row))}
 
 
 def _zoo_rows(path: Path) -> list[dict[str, str]]:

@@ -84,16 +84,15 @@ def test_beside_this_projects_h200_measurements_the_shipped_model_follows_them(c
     trials = [t for t in json.loads(data.shipped("measurements").joinpath("h200.json")
                                     .read_text()) if t["model"] == "resnet50"]
 
-    def unit(precision):
-        return physics.arithmetic_unit(features(cards, (64,), precision=precision))[0]
-
+    unit = {precision: physics.arithmetic_unit(features(cards, (64,), precision=precision))[0]
+            for precision in {t["precision"] for t in trials}}
     for precision in ("tf32", "bf16"):
         measured = artifact.predict("throughput", features(cards, (64, 256), precision=precision))
         assert list(measured.provenance) == ["measured", "measured"]
         (stack,) = {software_label(t) for t in trials if t["precision"] == precision}
         beside = {**features(cards, (63, 65, 255, 257), precision=precision),
                   "software": np.full(4, stack)}
-        cell = [t for t in trials if unit(t["precision"]) == unit(precision)]
+        cell = [t for t in trials if unit[t["precision"]] == unit[precision]]
         nearest = np.repeat([math.exp(np.mean([math.log(t["throughput"]) for t in cell
                                                if t["batch_per_gpu"] == batch]))
                              for batch in (64, 256)], 2)
